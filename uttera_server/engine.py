@@ -1,0 +1,155 @@
+"""The patched vLLM engine as a source of mel frames: one `AsyncLLM`, one async iterator per request.
+
+`MelEngine.generate(phoneme_ids)` yields `MelStep`s: for each decode step that voiced a pointer, the
+pointer (prompt phoneme index) and its `(frames_per_step, n_mels)` log-mel chunk, in order and without
+gaps (engine_patches guarantees it even when this consumer lags). Closing the iterator, or cancelling
+the task that drives it, aborts the engine request and frees its KV blocks.
+"""
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import EngineConfig
+from .model_dir import VoiceModelConfig
+
+log = logging.getLogger(__name__)
+
+POINTER_PROCESSOR = "uttera_server.pointer_logits:PointerLogitsProcessor"
+
+
+@dataclass(frozen=True, slots=True)
+class MelStep:
+    pointer: int  # index of the prompt phoneme these frames voice
+    mel: np.ndarray  # (frames_per_step, n_mels) float32 log-mel
+
+
+@dataclass(slots=True)
+class EngineStats:
+    """Latest scheduler figures, updated by the engine's stat logger every step."""
+
+    num_running: int = 0
+    num_waiting: int = 0
+    kv_cache_usage: float = 0.0  # fraction of KV blocks in use
+    steps: int = 0
+    last_step_time: float = field(default=0.0)  # time.monotonic() of the last report
+
+
+def _stat_logger_factory(stats: EngineStats):
+    from vllm.v1.metrics.loggers import StatLoggerBase
+
+    class _Recorder(StatLoggerBase):
+        def __init__(self, vllm_config, engine_index: int = 0):
+            pass
+
+        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
+            if scheduler_stats is None:
+                return
+            stats.num_running = scheduler_stats.num_running_reqs
+            stats.num_waiting = scheduler_stats.num_waiting_reqs + scheduler_stats.num_skipped_waiting_reqs
+            stats.kv_cache_usage = scheduler_stats.kv_cache_usage
+            stats.steps += 1
+            stats.last_step_time = time.monotonic()
+
+        def log_engine_initialized(self):
+            pass
+
+    return _Recorder
+
+
+class MelEngine:
+    def __init__(self, model: VoiceModelConfig, config: EngineConfig):
+        self.model = model
+        self.config = config
+        self.stats = EngineStats()
+        self._llm = None
+
+    def start(self) -> None:
+        """Start the engine core (a spawned process): call from a `__main__`-guarded program."""
+        import engine_patches
+
+        engine_patches.check_vllm_version()
+        engine_patches.apply()  # this process; the plugin entry point covers the others
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        c = self.config
+        args = AsyncEngineArgs(
+            model=str(self.model.path),
+            skip_tokenizer_init=True,
+            tokenizer=None,
+            dtype=c.dtype,
+            max_model_len=c.max_model_len or self.model.max_position_embeddings,
+            max_num_seqs=c.max_num_seqs,
+            gpu_memory_utilization=c.gpu_memory_utilization,
+            kv_cache_memory_bytes=c.kv_cache_memory_bytes,
+            tensor_parallel_size=c.tensor_parallel_size,
+            block_size=c.block_size,
+            enable_prefix_caching=c.enable_prefix_caching,
+            enforce_eager=getattr(c, "enforce_eager", False),
+            logits_processors=[POINTER_PROCESSOR],
+            disable_log_stats=False,
+            seed=getattr(c, "seed", 0),
+        )
+        self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[_stat_logger_factory(self.stats)])
+
+    @property
+    def started(self) -> bool:
+        return self._llm is not None
+
+    @property
+    def failed(self) -> bool:
+        return self._llm is not None and bool(self._llm.errored)
+
+    def shutdown(self) -> None:
+        if self._llm is not None:
+            self._llm.shutdown()
+            self._llm = None
+
+    async def generate(self, phoneme_ids: list[int], request_id: str | None = None) -> AsyncIterator[MelStep]:
+        """Yield the mel chunks of one utterance (one sentence prompt) as the engine produces them."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        if self._llm is None:
+            raise RuntimeError("MelEngine.start() was not called")
+        m = self.model
+        params = SamplingParams(
+            temperature=0.0,
+            max_tokens=m.max_steps(len(phoneme_ids)) + 1,
+            stop_token_ids=[m.stop_token_id],
+            detokenize=False,
+            output_kind=RequestOutputKind.DELTA,
+        )
+        request_id = request_id or uuid.uuid4().hex
+        history: list[int] = []  # generated tokens so far
+        prompt = TokensPrompt(prompt_token_ids=list(phoneme_ids))
+        async for out in self._llm.generate(prompt, params, request_id):
+            completion = out.outputs[0]
+            chunks = completion.mel_chunks
+            history.extend(completion.token_ids)
+            # The chunk of a step voices the token that step consumed, i.e. the token generated just
+            # before the one it arrived with; the first token (pointer 0) arrives with no chunk.
+            if len(chunks) > max(len(history) - 1, 0):
+                raise RuntimeError(f"engine sent {len(chunks)} mel chunks for {len(history)} tokens")
+            consumed = history[len(history) - 1 - len(chunks) : len(history) - 1]
+            for chunk, token in zip(chunks, consumed):
+                yield MelStep(pointer=token - m.pointer_offset, mel=chunk.numpy())
+            if out.finished:
+                self.last_finish_reason = completion.finish_reason
+                return
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """Wait until the engine reports no running or waiting request (for tests and drain)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.stats.num_running == 0 and self.stats.num_waiting == 0:
+                return True
+            await asyncio.sleep(0.02)
+        return False

@@ -1,0 +1,83 @@
+"""Reading a voice model directory (docs/model-format.md) on the serving side."""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+ARCHITECTURE = "UtteraTTSForCausalLM"
+
+
+class ModelDirectoryError(ValueError):
+    """The model directory is missing files or has an invalid config.json."""
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceModelConfig:
+    """What the server needs to know about a model directory (the vLLM side reads config.json itself)."""
+
+    path: Path
+    sample_rate: int  # Hz
+    hop_length: int  # samples per mel frame
+    n_mels: int
+    frames_per_step: int  # mel frames per decode step
+    n_phoneme_tokens: int
+    max_phonemes: int  # longest prompt, in phonemes
+    pointer_offset: int
+    stop_token_id: int
+    max_steps_per_phoneme: int
+    max_position_embeddings: int
+    voice_name: str
+    language: str
+    description: str
+    random_weights: bool
+
+    def __post_init__(self) -> None:
+        if self.stop_token_id != self.pointer_offset + self.max_phonemes:
+            raise ModelDirectoryError(f"{self.path}: stop_token_id must be pointer_offset + max_phonemes")
+        if min(self.sample_rate, self.hop_length, self.n_mels, self.frames_per_step) <= 0:
+            raise ModelDirectoryError(f"{self.path}: audio parameters must be positive")
+
+    @property
+    def frame_ms(self) -> float:
+        return 1000.0 * self.hop_length / self.sample_rate
+
+    def max_steps(self, n_phonemes: int) -> int:
+        """Upper bound on decode steps for a prompt of `n_phonemes` (the pointer rules guarantee it)."""
+        return n_phonemes * self.max_steps_per_phoneme + 1
+
+    @classmethod
+    def load(cls, path: str | Path) -> "VoiceModelConfig":
+        path = Path(path)
+        file = path / "config.json"
+        try:
+            raw = json.loads(file.read_text())
+        except FileNotFoundError:
+            raise ModelDirectoryError(f"no config.json in model directory {path}") from None
+        except json.JSONDecodeError as e:
+            raise ModelDirectoryError(f"{file} is not valid JSON: {e}") from None
+        if ARCHITECTURE not in raw.get("architectures", []):
+            raise ModelDirectoryError(f"{file}: architectures must include {ARCHITECTURE}")
+        for required in ("model.safetensors", "vocoder/config.json", "vocoder/model.safetensors"):
+            if not (path / required).is_file():
+                raise ModelDirectoryError(f"model directory {path} lacks {required}")
+        voice = raw.get("voice", {})
+        try:
+            return cls(
+                path=path,
+                sample_rate=int(raw["sample_rate"]),
+                hop_length=int(raw["hop_length"]),
+                n_mels=int(raw["n_mels"]),
+                frames_per_step=int(raw["frames_per_step"]),
+                n_phoneme_tokens=int(raw["n_phoneme_tokens"]),
+                max_phonemes=int(raw["max_phonemes"]),
+                pointer_offset=int(raw["pointer_offset"]),
+                stop_token_id=int(raw["stop_token_id"]),
+                max_steps_per_phoneme=int(raw.get("max_steps_per_phoneme", 10)),
+                max_position_embeddings=int(raw["max_position_embeddings"]),
+                voice_name=str(voice.get("name", path.name)),
+                language=str(voice.get("language", "en-US")),
+                description=str(voice.get("description", "")),
+                random_weights=bool(voice.get("random_weights", False)),
+            )
+        except KeyError as e:
+            raise ModelDirectoryError(f"{file} lacks the key {e.args[0]!r}") from None
