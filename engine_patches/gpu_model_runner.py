@@ -15,16 +15,17 @@ from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 _MARK = "_uttera_patched"
 
 
-def _attach_mel(runner: GPUModelRunner, output: ModelRunnerOutput) -> None:
+def _attach_mel(runner: GPUModelRunner, output: ModelRunnerOutput, sampled: list[bool]) -> None:
     model = runner.get_model()
     mel = getattr(model, "last_mel", None)
     if mel is None or not output.req_ids:
         return
     model.last_mel = None
+    # TODO(perf issue): on CUDA this copy syncs the device; a pinned async copy belongs here.
     mel = mel.detach().to("cpu", torch.float32)
     chunks: list[torch.Tensor | None] = [None] * len(output.req_ids)
     for i, req_id in enumerate(output.req_ids):
-        if i >= mel.shape[0] or not output.sampled_token_ids[i]:
+        if i >= mel.shape[0] or not sampled[i]:
             continue
         state = runner.requests.get(req_id)
         if state is not None and len(state.output_token_ids) >= 2:
@@ -41,10 +42,13 @@ def patch() -> None:
     def sample_tokens(self, grammar_output):
         output = original(self, grammar_output)
         if isinstance(output, ModelRunnerOutput):
-            _attach_mel(self, output)
+            _attach_mel(self, output, [bool(t) for t in output.sampled_token_ids])
         elif hasattr(output, "_model_runner_output"):
-            # Async scheduling (CUDA): the output is finalized later; attach to the wrapped one.
-            _attach_mel(self, output._model_runner_output)
+            # Async scheduling (CUDA): token ids are filled in later, so "sampled" comes from the
+            # rows the runner did not discard; attach to the wrapped output.
+            inner = output._model_runner_output
+            invalid = set(output._invalid_req_indices)
+            _attach_mel(self, inner, [i not in invalid for i in range(len(inner.req_ids))])
         return output
 
     GPUModelRunner.sample_tokens = sample_tokens

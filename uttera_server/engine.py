@@ -8,6 +8,7 @@ the task that drives it, aborts the engine request and frees its KV blocks.
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -73,6 +74,9 @@ class MelEngine:
         """Start the engine core (a spawned process): call from a `__main__`-guarded program."""
         import engine_patches
 
+        # The mel patch covers the runner that the CPU build uses (gpu_model_runner.GPUModelRunner and
+        # its CPU subclass); on CUDA vLLM 0.32 defaults to "model runner v2": keep the covered one.
+        os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
         engine_patches.check_vllm_version()
         engine_patches.apply()  # this process; the plugin entry point covers the others
         from vllm.engine.arg_utils import AsyncEngineArgs
