@@ -9,6 +9,7 @@ the vocoder streams.
 """
 
 import asyncio
+import json
 import itertools
 import logging
 import time
@@ -74,6 +75,7 @@ class Synthesizer:
 
         c = self.engine_config
         vocoder = Vocoder.from_dir(self.model.path / "vocoder")
+        vocoder.config.check_matches(json.loads((self.model.path / "config.json").read_text()))
         streaming = StreamingVocoder(vocoder, chunk_frames=c.vocoder_chunk_frames,
                                      first_chunk_frames=c.first_chunk_frames)
         self._worker = VocoderWorker(streaming)

@@ -1,0 +1,201 @@
+"""The key vocoder property: chunked streaming output == offline `Vocoder.forward`, exact length."""
+
+import numpy as np
+import pytest
+import torch
+from voc_helpers import offline, random_mel, snr_db, tiny_config
+
+from vocoder.config import VocoderConfig
+from vocoder.errors import FrameShapeError, StreamStateError, UnknownStreamError, VocoderConfigError
+from vocoder.model import Vocoder
+from vocoder.streaming import StreamingVocoder
+
+MIN_SNR_DB = 80.0  # float32 rounding gives ~120 dB; any logic slip gives < 60 dB
+
+
+def drive(sv: StreamingVocoder, mels: dict, rng: np.random.Generator, max_push: int = 9,
+          p_push: float = 0.6) -> dict:
+    """Push random-sized pieces of every stream in interleaved batched steps, then finish all."""
+    for sid in mels:
+        sv.open(sid)
+    outs = {sid: [] for sid in mels}
+    pos = dict.fromkeys(mels, 0)
+    while any(pos[s] < len(m) for s, m in mels.items()):
+        batch, finish = {}, []
+        for sid, mel in mels.items():
+            if pos[sid] < len(mel) and rng.random() < p_push:
+                k = int(rng.integers(0, max_push + 1))
+                batch[sid] = mel[pos[sid]: pos[sid] + k]
+                pos[sid] += len(batch[sid])
+                if pos[sid] == len(mel) and rng.random() < 0.5:
+                    finish.append(sid)  # finish in the same step as the last frames
+        for sid, pcm in sv.step(batch, finish=finish).items():
+            assert pcm.dtype == np.float32 and pcm.ndim == 1
+            outs[sid].append(pcm)
+    rest = [sid for sid in mels if sv.is_open(sid)]
+    for sid, pcm in sv.step({}, finish=rest).items():
+        outs[sid].append(pcm)
+    assert sv.active == []
+    return {sid: np.concatenate(chunks) for sid, chunks in outs.items()}
+
+
+@pytest.mark.parametrize("lookahead", [0, 1, 2])
+@pytest.mark.parametrize("chunk, first", [(1, 1), (4, 4), (16, 4), (7, 2), (32, 1)])
+def test_streams_equal_offline(lookahead, chunk, first, rng):
+    model = Vocoder.random(tiny_config(lookahead=lookahead), seed=lookahead)
+    mels = {f"s{i}": random_mel(rng, n) for i, n in enumerate([1, 2, 5, 23, 64, 97])}
+    with StreamingVocoder(model, chunk_frames=chunk, first_chunk_frames=first,
+                          initial_capacity=2) as sv:
+        got = drive(sv, mels, rng)
+    for sid, mel in mels.items():
+        ref = offline(model, mel)
+        assert got[sid].shape == ref.shape == (len(mel) * 256,), sid
+        assert snr_db(ref, got[sid]) > MIN_SNR_DB, sid
+
+
+def test_default_size_vocoder_streams_equal_offline(rng):
+    model = Vocoder.random(VocoderConfig(), seed=0)
+    mels = {0: random_mel(rng, 70), 1: random_mel(rng, 41)}
+    with StreamingVocoder(model, chunk_frames=16, first_chunk_frames=4) as sv:
+        got = drive(sv, mels, rng, max_push=4, p_push=1.0)
+    for sid, mel in mels.items():
+        ref = offline(model, mel)
+        assert got[sid].shape == ref.shape
+        assert snr_db(ref, got[sid]) > MIN_SNR_DB
+
+
+@pytest.mark.parametrize("lookahead", [0, 1, 2])
+def test_latency_samples_emitted_per_push(lookahead, rng):
+    """After n frames, exactly max(0, (n - lookahead) * hop - 384) samples are out."""
+    model = Vocoder.random(tiny_config(lookahead=lookahead), seed=0)
+    sv = StreamingVocoder(model, chunk_frames=8, first_chunk_frames=4)
+    assert sv.lag_samples == lookahead * 256 + 384
+    mel = random_mel(rng, 30)
+    sv.open("a")
+    total, fed = 0, 0
+    for k in (4, 3, 5, 8, 6):
+        total += len(sv.push("a", mel[fed: fed + k]))
+        fed += k
+        vocoded = fed - sv.pending_frames("a")
+        assert total == max(0, (vocoded - lookahead) * 256 - 384)
+    assert vocoded < fed  # the last push was below the chunk size and waits
+    total += len(sv.finish("a"))
+    assert total == fed * 256
+
+
+def test_first_chunk_policy(tiny_vocoder, rng):
+    sv = StreamingVocoder(tiny_vocoder, chunk_frames=16, first_chunk_frames=4)
+    sv.open("a")
+    assert len(sv.push("a", random_mel(rng, 3))) == 0 and sv.pending_frames("a") == 3
+    assert len(sv.push("a", random_mel(rng, 1))) == 4 * 256 - 2 * 256 - 384  # 128 samples
+    assert sv.pending_frames("a") == 0
+    assert len(sv.push("a", random_mel(rng, 12))) == 0 and sv.pending_frames("a") == 12
+    assert len(sv.push("a", random_mel(rng, 4))) == 16 * 256
+
+
+def test_ids_are_reusable_and_lifecycle_errors(tiny_vocoder, rng):
+    sv = StreamingVocoder(tiny_vocoder)
+    with pytest.raises(UnknownStreamError, match="call open"):
+        sv.push("x", random_mel(rng, 4))
+    sv.open("x")
+    with pytest.raises(StreamStateError, match="already open"):
+        sv.open("x")
+    mel = random_mel(rng, 10)
+    first = np.concatenate([sv.push("x", mel), sv.finish("x")])
+    with pytest.raises(UnknownStreamError):
+        sv.finish("x")
+    sv.open("x")  # a finished id starts afresh
+    again = np.concatenate([sv.push("x", mel), sv.finish("x")])
+    assert np.array_equal(first, again)
+    sv.open("empty")
+    assert sv.finish("empty").shape == (0,)
+
+
+def test_bad_frames_raise_before_any_state_changes(tiny_vocoder, rng):
+    sv = StreamingVocoder(tiny_vocoder, first_chunk_frames=1)
+    sv.open("a")
+    sv.open("b")
+    with pytest.raises(FrameShapeError, match=r"\(k, 80\)"):
+        sv.step({"a": random_mel(rng, 3), "b": random_mel(rng, 3, n_mels=40)})
+    with pytest.raises(FrameShapeError, match="floating point"):
+        sv.step({"a": np.zeros((3, 80), dtype=np.int64)})
+    with pytest.raises(UnknownStreamError):
+        sv.step({"a": random_mel(rng, 3)}, finish=["nope"])
+    assert sv.pending_frames("a") == 0 and sv.pending_frames("b") == 0
+    with pytest.raises(VocoderConfigError):
+        StreamingVocoder(tiny_vocoder, chunk_frames=0)
+
+
+def test_context_managers_cancel_open_streams(tiny_vocoder, rng):
+    with StreamingVocoder(tiny_vocoder) as sv:
+        with sv.stream("a"):
+            sv.push("a", random_mel(rng, 2))
+            assert sv.active == ["a"]
+        assert sv.active == []
+        with sv.stream("b"):
+            sv.finish("b")
+        sv.open("c")
+        sv.open("d")
+        sv.cancel("d")
+        assert sv.active == ["c"]
+    assert sv.active == []
+
+
+def test_step_returns_every_named_stream_and_accepts_tensors(tiny_vocoder, rng):
+    sv = StreamingVocoder(tiny_vocoder, chunk_frames=8, first_chunk_frames=8)
+    for sid in "abc":
+        sv.open(sid)
+    out = sv.step({"a": torch.from_numpy(random_mel(rng, 8)), "b": random_mel(rng, 2)},
+                  finish=["c"])
+    assert set(out) == {"a", "b", "c"}
+    assert len(out["a"]) > 0 and len(out["b"]) == 0 and len(out["c"]) == 0
+    result = sv.submit({"b": random_mel(rng, 6).astype(np.float64)})
+    assert result.done() and len(result.wait()["b"]) > 0
+
+
+@pytest.fixture
+def no_tf32():
+    """TF32 convs/matmuls round to ~1e-3 (streaming vs offline then reads ~70 dB): test in fp32."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_stream_matches_cpu_offline(rng, no_tf32):
+    model = Vocoder.random(tiny_config(lookahead=2), seed=0)
+    mels = {i: random_mel(rng, n) for i, n in enumerate([3, 40, 77])}
+    refs = {sid: offline(model, mel) for sid, mel in mels.items()}
+    producer = torch.cuda.Stream()
+    with StreamingVocoder(model, chunk_frames=8, first_chunk_frames=4, device="cuda") as sv:
+        for sid in mels:
+            sv.open(sid)
+        outs = {sid: [] for sid in mels}
+        for t in range(0, 80, 4):
+            with torch.cuda.stream(producer):  # the "LM" writes mel on its own stream
+                batch = {sid: torch.from_numpy(m[t: t + 4]).cuda() * 1.0
+                         for sid, m in mels.items() if t < len(m)}
+                ready = torch.cuda.Event()
+                ready.record(producer)
+            result = sv.submit(batch, finish=[s for s, m in mels.items() if t < len(m) <= t + 4],
+                               after=ready)
+            for sid, pcm in result.wait().items():
+                outs[sid].append(pcm)
+    for sid, ref in refs.items():
+        got = np.concatenate(outs[sid])
+        assert got.shape == ref.shape
+        assert snr_db(ref, got) > MIN_SNR_DB
+        assert result.done()
+
+
+def test_queued_host_frames_are_copied(tiny_vocoder, rng):
+    """A caller may reuse its buffer once `step` returns, even if the frames are still queued."""
+    mel = random_mel(rng, 12)
+    sv = StreamingVocoder(tiny_vocoder, chunk_frames=8, first_chunk_frames=8)
+    sv.open("a")
+    buffer = mel[:4].copy()
+    out = [sv.push("a", buffer)]
+    buffer[:] = 0.0
+    out += [sv.push("a", mel[4:].T.T), sv.finish("a")]  # non-contiguous views are fine too
+    assert snr_db(offline(tiny_vocoder, mel), np.concatenate(out)) > MIN_SNR_DB

@@ -1,0 +1,70 @@
+"""Serialized access to espeak-ng through piper-tts, exactly as Piper calls it.
+
+espeak-ng is one global C library per process (one current voice, non-reentrant), and piper-tts
+already guards its own calls with the module lock ``piper.voice._ESPEAK_PHONEMIZER_LOCK``. We take
+that same lock and share Piper's ``EspeakPhonemizer`` singleton, so that our calls and a
+``PiperVoice`` in the same process (the training teacher) never interleave and espeak-ng is
+initialized once. Importing piper-tts imports onnxruntime (~0.3 s) but loads no model.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+
+import piper.voice as _piper_voice
+from piper import espeakbridge
+from piper.phonemize_espeak import ESPEAK_DATA_DIR, EspeakPhonemizer
+
+_LANG_FLAG = re.compile(r"\([^)]+\)")
+_LOCK: threading.Lock = getattr(_piper_voice, "_ESPEAK_PHONEMIZER_LOCK", None) or threading.Lock()
+
+
+def lock() -> threading.Lock:
+    """The process-wide espeak-ng lock (Piper's own). Hold it for any direct espeakbridge call."""
+    return _LOCK
+
+
+def _phonemizer() -> EspeakPhonemizer:
+    # Caller holds _LOCK.
+    current = getattr(_piper_voice, "_ESPEAK_PHONEMIZER", None)
+    if current is None:
+        current = EspeakPhonemizer(ESPEAK_DATA_DIR)
+        _piper_voice._ESPEAK_PHONEMIZER = current
+    return current
+
+
+def sentence_phonemes(text: str, voice: str) -> list[list[str]]:
+    """Phonemes of ``text`` grouped by espeak-ng sentence, as ``PiperVoice.phonemize`` returns them
+    for an espeak voice without vowel clusters: code points after NFD, clause punctuation kept
+    (", " ": " "; " get a trailing space), a trailing empty sentence removed.
+
+    ``text`` must not contain Piper's raw-phoneme marker ``[[``; normalized text never does.
+    """
+    if "[[" in text:
+        raise ValueError("text contains '[[', which Piper reads as raw phonemes")
+    with _LOCK:
+        sentences = _phonemizer().phonemize(voice, text, vowel_clusters=None)
+    if sentences and not sentences[-1]:
+        sentences.pop()
+    return sentences
+
+
+def word_phonemes(words: list[str], voice: str) -> list[str]:
+    """Phoneme string of each word spoken on its own (NFD, language flags removed).
+
+    Used only to align a sentence's phonemes with its words; one espeak-ng call for all words (as
+    comma-separated clauses), falling back to one call per word when clauses and words disagree.
+    """
+    if not words:
+        return []
+    with _LOCK:
+        _phonemizer()
+        espeakbridge.set_voice(voice)
+        clauses = espeakbridge.get_phonemes(", ".join(words))
+        if len(clauses) != len(words):
+            clauses = [
+                (" ".join(p for p, _, _ in espeakbridge.get_phonemes(w)), "", True) for w in words
+            ]
+    return [unicodedata.normalize("NFD", _LANG_FLAG.sub("", p)).strip() for p, _, _ in clauses]

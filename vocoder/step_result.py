@@ -1,0 +1,47 @@
+"""`StepResult`: the PCM of one `StreamingVocoder.submit`, possibly still being computed on a GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+class StepResult:
+    """Handle returned by `StreamingVocoder.submit`.
+
+    `event` is the CUDA event recorded after the PCM was copied to (pinned) host memory, or None
+    on CPU (already done). `wait()` blocks the calling thread only, releasing the GIL while it
+    waits, and returns `{stream_id: float32 PCM (n,)}` at the vocoder's sample rate.
+    """
+
+    __slots__ = ("ids", "event", "_audio", "_spans", "_result")
+
+    def __init__(self, ids: list[Hashable], audio: Tensor | None = None,
+                 spans: dict[Hashable, tuple[int, int, int]] | None = None,
+                 event: torch.cuda.Event | None = None):
+        self.ids = ids
+        self.event = event
+        self._audio = audio
+        self._spans = spans or {}
+        self._result: dict[Hashable, np.ndarray] | None = None
+
+    def done(self) -> bool:
+        """True once `wait()` would return without blocking (poll this from an event loop)."""
+        return self.event is None or self.event.query()
+
+    def wait(self) -> dict[Hashable, np.ndarray]:
+        if self._result is None:
+            if self.event is not None:
+                self.event.synchronize()
+            audio = self._audio.numpy() if self._audio is not None else None
+            result = {}
+            for sid in self.ids:
+                row, lo, hi = self._spans.get(sid, (0, 0, 0))
+                result[sid] = (audio[row, lo:hi].astype(np.float32, copy=True) if hi > lo
+                               else np.zeros(0, dtype=np.float32))
+            self._result = result
+            self._audio = None  # let pinned host memory go back to the allocator
+        return self._result

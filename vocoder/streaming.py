@@ -1,0 +1,302 @@
+"""`StreamingVocoder`: many concurrent mel streams -> PCM chunks, batched across streams, exact.
+
+Usage (one utterance = one stream id; ids are any hashable):
+
+    with StreamingVocoder(Vocoder.from_dir(d), chunk_frames=16, first_chunk_frames=4) as sv:
+        sv.open("a"); sv.open("b")
+        out = sv.step({"a": mel_a_4x80, "b": mel_b_4x80})   # {"a": pcm float32 (n,), "b": ...}
+        out = sv.step({"a": more_a}, finish=["b"])          # "b" flushed and closed
+        pcm = sv.finish("a")
+
+Exactness: the concatenated PCM of a stream equals `Vocoder.forward` on its whole mel up to float
+rounding (tests/vocoder/test_streaming.py asserts > 80 dB SNR), and has exactly `T * hop` samples.
+
+Chunking policy: new frames are queued per stream; a stream is vocoded when it has at least
+`first_chunk_frames` queued (its first chunk) or `chunk_frames` (later chunks), or when finished.
+All queued frames of every ready stream go through ONE batched forward per `step`.
+
+Batching rows of different lengths: rows are right-padded to the longest and carry their own
+length. Every conv runs causally in streaming, so padding can only affect outputs past a row's
+length, which are discarded; each conv cache and the overlap-add tail are gathered at the row's own
+length (see vocoder/layers.py). Padding costs at most (longest - shortest) frames of compute; with
+the TTS emitting 4 frames per decode step, rows mostly share one length.
+
+Latency: the last `lookahead * hop + (n_fft - hop) / 2` samples (2 * 256 + 384 = 896 samples,
+3.5 frames, 40.6 ms at the defaults) of the mel received so far are not final until more frames or
+`finish` arrive, so each step returns everything before that point. With the defaults the first
+4-frame chunk yields 128 samples; every later chunk of k frames yields k * hop samples.
+
+Threads and devices:
+  * Methods take a lock, so any thread may call them; the intended use is one vocoder worker thread
+    (uttera_server/vocoder_worker.py). On CPU, torch kernels release the GIL; `torch.set_num_threads`
+    is per thread under the OpenMP backend (tests/vocoder/test_threads.py), so the worker sets its
+    own count without touching the engine's.
+  * On CUDA the vocoder owns a `torch.cuda.Stream`; `submit` enqueues all work there, makes that
+    stream wait for the producer of the mel (`after=`: an event recorded after the mel head, or by
+    default the caller's current stream when an input lives on the GPU), copies the PCM to pinned
+    host memory and records an event. The LM's stream never waits for the vocoder; the host only
+    waits in `StepResult.wait()`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable, Iterable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from vocoder.errors import FrameShapeError, StreamStateError, UnknownStreamError, VocoderConfigError
+from vocoder.model import Vocoder
+from vocoder.state import StatePool
+from vocoder.step_result import StepResult
+
+StreamId = Hashable
+Frames = np.ndarray | Tensor
+"""`(k, n_mels)` natural-log mel frames, frame-major as the acoustic model's mel head emits them."""
+
+
+@dataclass(slots=True)
+class _Stream:
+    slot: int
+    pending: list[Tensor] = field(default_factory=list)
+    pending_frames: int = 0
+    received: int = 0   # mel frames pushed so far
+    consumed: int = 0   # frames fed to the network, finishing zero frames included
+    emitted: int = 0    # PCM samples returned so far
+
+
+class StreamingVocoder:
+    """Streams of log-mel frames in, PCM out; see the module docstring. Moves `vocoder` to `device`
+    (default: where its weights are) in place and puts it in eval mode."""
+
+    def __init__(self, vocoder: Vocoder, *, chunk_frames: int = 16, first_chunk_frames: int = 4,
+                 device: str | torch.device | None = None, initial_capacity: int = 8):
+        if chunk_frames < 1 or first_chunk_frames < 1:
+            raise VocoderConfigError(f"chunk_frames ({chunk_frames}) and first_chunk_frames "
+                                     f"({first_chunk_frames}) must be >= 1")
+        self.device = torch.device(device) if device is not None else vocoder.head.window.device
+        self._stream: torch.cuda.Stream | None = None
+        if self.device.type == "cuda":
+            if not torch.cuda.is_available():
+                raise VocoderConfigError(f"device {self.device} requested but CUDA is not available")
+            if self.device.index is None:
+                self.device = torch.device("cuda", torch.cuda.current_device())
+            self._stream = torch.cuda.Stream(self.device)
+        elif self.device.type != "cpu":
+            raise VocoderConfigError(f"device must be cpu or cuda, got {self.device}")
+        self.vocoder = vocoder.to(self.device).eval()
+        self.config = vocoder.config
+        self.chunk_frames, self.first_chunk_frames = chunk_frames, first_chunk_frames
+        self._dtype = vocoder.embed.weight.dtype
+        with self._on_stream():
+            self._pool = StatePool(vocoder.cache_shapes(), self.config.n_fft - self.config.hop_length,
+                                   device=self.device, dtype=self._dtype, capacity=initial_capacity)
+        self._streams: dict[StreamId, _Stream] = {}
+        self._lock = threading.Lock()
+
+    # --- stream lifecycle ---
+    @property
+    def lag_samples(self) -> int:
+        """Samples of received mel held back until later frames arrive (see module docstring)."""
+        return self.config.lookahead * self.config.hop_length + self.config.pad
+
+    @property
+    def active(self) -> list[StreamId]:
+        return list(self._streams)
+
+    def is_open(self, stream_id: StreamId) -> bool:
+        return stream_id in self._streams
+
+    def pending_frames(self, stream_id: StreamId) -> int:
+        """Frames pushed to `stream_id` and not yet vocoded."""
+        return self._get(stream_id).pending_frames
+
+    def open(self, stream_id: StreamId) -> None:
+        with self._lock:
+            if stream_id in self._streams:
+                raise StreamStateError(f"stream {stream_id!r} is already open; finish or cancel it "
+                                       "before reusing the id")
+            with self._on_stream():
+                self._streams[stream_id] = _Stream(slot=self._pool.acquire())
+
+    def cancel(self, stream_id: StreamId) -> None:
+        """Drop a stream and its queued frames without producing its remaining audio."""
+        with self._lock:
+            self._close(self._get(stream_id), stream_id)
+
+    @contextmanager
+    def stream(self, stream_id: StreamId) -> Iterator[StreamId]:
+        """`open` on entry; `cancel` on exit unless the stream was finished inside the block."""
+        self.open(stream_id)
+        try:
+            yield stream_id
+        finally:
+            if stream_id in self._streams:
+                self.cancel(stream_id)
+
+    def close(self) -> None:
+        """Cancel every open stream."""
+        for stream_id in self.active:
+            self.cancel(stream_id)
+
+    def __enter__(self) -> StreamingVocoder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- vocoding ---
+    def push(self, stream_id: StreamId, frames: Frames) -> np.ndarray:
+        """Queue `(k, n_mels)` frames; returns the PCM that became final (possibly empty)."""
+        return self.step({stream_id: frames})[stream_id]
+
+    def finish(self, stream_id: StreamId) -> np.ndarray:
+        """Vocode everything still queued and close the stream; returns the last PCM."""
+        return self.step({}, finish=(stream_id,))[stream_id]
+
+    def step(self, frames: Mapping[StreamId, Frames],
+             finish: Iterable[StreamId] = ()) -> dict[StreamId, np.ndarray]:
+        """`submit(...).wait()`: one batched forward over every ready stream."""
+        return self.submit(frames, finish).wait()
+
+    def submit(self, frames: Mapping[StreamId, Frames], finish: Iterable[StreamId] = (), *,
+               after: torch.cuda.Event | torch.cuda.Stream | None = None) -> StepResult:
+        """Queue `frames`, finish the `finish` streams, vocode all ready streams in one batch.
+
+        Returns a `StepResult` whose `wait()` gives `{stream_id: float32 PCM (n,)}` for every id in
+        `frames` or `finish` (empty arrays for streams that produced nothing). On CPU the work is
+        done on return; on CUDA it is queued on the vocoder's stream (see module docstring for
+        `after`). Finished streams are closed: their ids may be opened again.
+        """
+        with self._lock:
+            finishing = list(dict.fromkeys(finish))
+            ids = list(dict.fromkeys([*frames, *finishing]))
+            streams = {sid: self._get(sid) for sid in ids}
+            new = {sid: self._as_frames(sid, f) for sid, f in frames.items()}  # validate all first
+            for sid, t in new.items():
+                if t.shape[0]:
+                    st = streams[sid]
+                    st.pending.append(t)
+                    st.pending_frames += t.shape[0]
+                    st.received += t.shape[0]
+            done = set(finishing)
+            ready = [sid for sid in ids
+                     if (sid in done and streams[sid].received > 0) or self._is_ready(streams[sid])]
+            result = self._run(ids, ready, streams, done, after) if ready else StepResult(ids)
+            for sid in finishing:
+                self._close(streams[sid], sid)
+            return result
+
+    # --- internals ---
+    def _on_stream(self):
+        return torch.cuda.stream(self._stream) if self._stream is not None else nullcontext()
+
+    def _get(self, stream_id: StreamId) -> _Stream:
+        try:
+            return self._streams[stream_id]
+        except KeyError:
+            raise UnknownStreamError(f"stream {stream_id!r} is not open: call open({stream_id!r}) "
+                                     "first (finished and cancelled streams are closed)") from None
+
+    def _close(self, st: _Stream, stream_id: StreamId) -> None:
+        del self._streams[stream_id]
+        self._pool.release(st.slot)
+
+    def _is_ready(self, st: _Stream) -> bool:
+        need = self.first_chunk_frames if st.consumed == 0 else self.chunk_frames
+        return st.pending_frames >= need
+
+    def _as_frames(self, stream_id: StreamId, frames: Frames) -> Tensor:
+        """Validated `(k, n_mels)` tensor. Host frames are copied (callers may reuse buffers); GPU
+        frames are kept by reference, so the producer must not overwrite them after passing them."""
+        t = frames if isinstance(frames, Tensor) else torch.from_numpy(np.array(frames))
+        if t.dim() != 2 or t.shape[1] != self.config.n_mels or not t.is_floating_point():
+            raise FrameShapeError(
+                f"stream {stream_id!r}: frames must be floating point of shape (k, "
+                f"{self.config.n_mels}), got {tuple(t.shape)} {t.dtype}")
+        if t.device.type not in ("cpu", self.device.type):
+            raise FrameShapeError(f"stream {stream_id!r}: frames on {t.device}, vocoder on "
+                                  f"{self.device}")
+        return t.detach() if t.is_cuda else t.detach().clone()
+
+    def _to_device(self, t: Tensor) -> Tensor:
+        if self._stream is not None and t.device.type == "cpu":
+            return t.pin_memory().to(self.device, non_blocking=True)
+        return t.to(self.device)
+
+    def _run(self, ids: list[StreamId], ready: list[StreamId], streams: dict[StreamId, _Stream],
+             done: set[StreamId], after: torch.cuda.Event | torch.cuda.Stream | None) -> StepResult:
+        c = self.config
+        hop, lookahead = c.hop_length, c.lookahead
+        rows = [streams[sid] for sid in ready]
+        seqs, lengths, skips = [], [], []
+        for sid, st in zip(ready, rows):
+            parts = list(st.pending)
+            if sid in done and lookahead:  # realign the lookahead conv: zeros = offline padding
+                parts.append(torch.zeros(lookahead, c.n_mels))
+            seqs.append(parts)
+            lengths.append(st.pending_frames + (lookahead if sid in done else 0))
+            skips.append(max(0, lookahead - st.consumed))
+        inputs = [t for parts in seqs for t in parts]
+        on_gpu = [t for t in inputs if t.is_cuda]
+        with self._on_stream(), torch.inference_mode():
+            if self._stream is not None:
+                if isinstance(after, torch.cuda.Event):
+                    self._stream.wait_event(after)
+                elif isinstance(after, torch.cuda.Stream):
+                    self._stream.wait_stream(after)
+                elif on_gpu:
+                    self._stream.wait_stream(torch.cuda.current_stream(self.device))
+                for t in on_gpu:  # keep the producer's allocator from reusing them too early
+                    t.record_stream(self._stream)
+            mel = self._batch_mel(seqs, max(1, max(lengths)))
+            meta = torch.tensor([[st.slot for st in rows], lengths, skips], dtype=torch.int64)
+            slots, lengths_t, skips_t = self._to_device(meta)
+            n = mel.shape[-1]
+            j = torch.arange(n, device=self.device).view(1, n)
+            valid = (j >= skips_t.view(-1, 1)) & (j < lengths_t.view(-1, 1))
+            caches, tail = self._pool.gather(slots)
+            frames, caches = self.vocoder.stream_frames(mel, caches, lengths_t, valid)
+            wave, tail = self.vocoder.head.overlap_add_step(frames, valid, tail, lengths_t)
+            self._pool.scatter(slots, caches, tail)
+            spans = {}
+            for row, (sid, st, length) in enumerate(zip(ready, rows, lengths)):
+                # Local sample i of this chunk is output sample i + offset of the stream.
+                offset = (st.consumed - lookahead) * hop - c.pad
+                st.consumed += length
+                end = st.received * hop if sid in done else st.consumed * hop - lookahead * hop - c.pad
+                end = max(end, st.emitted)
+                spans[sid] = (row, st.emitted - offset, end - offset)
+                st.emitted = end
+                st.pending, st.pending_frames = [], 0
+            width = max(hi for _, _, hi in spans.values())
+            wave = wave[:, :width]
+            event = None
+            if self._stream is not None:
+                host = torch.empty(wave.shape, dtype=wave.dtype, pin_memory=True)
+                host.copy_(wave, non_blocking=True)
+                event = torch.cuda.Event()
+                event.record(self._stream)
+                wave = host
+        return StepResult(ids, wave, spans, event)
+
+    def _batch_mel(self, seqs: list[list[Tensor]], n: int) -> Tensor:
+        """Right-padded `(B, n_mels, n)` batch in the model dtype on the vocoder's device."""
+        rows = []
+        for parts in seqs:
+            where = self.device if any(p.is_cuda for p in parts) else torch.device("cpu")
+            rows.append(torch.cat([p.to(where, self._dtype) for p in parts]) if parts
+                        else torch.zeros(0, self.config.n_mels, dtype=self._dtype))
+        if all(not r.is_cuda for r in rows):
+            batch = torch.zeros(len(rows), n, self.config.n_mels, dtype=self._dtype)
+            for b, r in enumerate(rows):
+                batch[b, : r.shape[0]] = r
+            return self._to_device(batch).transpose(1, 2)
+        batch = torch.zeros(len(rows), n, self.config.n_mels, dtype=self._dtype, device=self.device)
+        for b, r in enumerate(rows):
+            batch[b, : r.shape[0]] = self._to_device(r)
+        return batch.transpose(1, 2)
