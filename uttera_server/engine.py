@@ -95,12 +95,19 @@ class MelEngine:
             tensor_parallel_size=c.tensor_parallel_size,
             block_size=c.block_size,
             enable_prefix_caching=c.enable_prefix_caching,
-            enforce_eager=getattr(c, "enforce_eager", False),
+            enforce_eager=self._enforce_eager(),
             logits_processors=[POINTER_PROCESSOR],
             disable_log_stats=False,
-            seed=getattr(c, "seed", 0),
+            seed=c.seed,
         )
         self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[_stat_logger_factory(self.stats)])
+
+    def _enforce_eager(self) -> bool:
+        if self.config.enforce_eager is not None:
+            return self.config.enforce_eager
+        from vllm.platforms import current_platform
+
+        return current_platform.is_cpu()
 
     @property
     def started(self) -> bool:

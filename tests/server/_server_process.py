@@ -1,0 +1,114 @@
+"""`uttera serve` as a subprocess on a free port, for the endpoint tests (see conftest.py).
+
+Timeouts scale with UTTERA_TESTS_TIMEOUT_FACTOR.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+TIMEOUT_FACTOR = float(os.environ.get("UTTERA_TESTS_TIMEOUT_FACTOR", "1"))
+REPO = Path(__file__).resolve().parents[2]
+MAX_INPUT_CHARS = 1000  # the test server's --max-input-chars
+STARTUP_TIMEOUT_S = 300.0  # engine start on a small shared CPU host
+STOP_TIMEOUT_S = 60.0
+SERVER_ARGS = ("--max-input-chars", str(MAX_INPUT_CHARS), "--max-num-seqs", "8", "--log-level", "info",
+               "--kv-cache-memory-bytes", str(256 << 20))
+
+
+def timeout(seconds: float) -> float:
+    """`seconds` scaled by UTTERA_TESTS_TIMEOUT_FACTOR."""
+    return seconds * TIMEOUT_FACTOR
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class ServerProcess:
+    url: str
+    proc: subprocess.Popen
+    log_path: Path
+
+    def log_tail(self, n: int = 60) -> str:
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(lines[-n:])
+
+    def stop(self) -> int:
+        """SIGTERM, then wait for the graceful shutdown; returns the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout(STOP_TIMEOUT_S))
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the server and the engine processes it spawned
+            self.proc.wait()
+            pytest.fail(f"server did not stop within {timeout(STOP_TIMEOUT_S)} s after SIGTERM:\n{self.log_tail()}")
+
+    def stop_cleanly(self) -> None:
+        """`stop`, then check that the shutdown ran to its end (uvicorn re-raises SIGTERM on exit, so the
+        status is 0 or -SIGTERM either way)."""
+        status = self.stop()
+        log = self.log_tail(200)
+        assert status in (0, -signal.SIGTERM), f"server exited with status {status}:\n{log}"
+        assert "Application shutdown complete" in log, f"the lifespan shutdown did not finish:\n{log}"
+
+
+def uttera_command(*args: str) -> list[str]:
+    """`python -m uttera_server ARGS`."""
+    return [sys.executable, "-m", "uttera_server", *args]
+
+
+def subprocess_env() -> dict[str, str]:
+    pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath}
+
+
+def start_server(model_dir: Path, log_path: Path, extra_args: tuple[str, ...] = ()) -> ServerProcess:
+    """Start the server and wait until GET /health answers 200; fail with its log otherwise."""
+    port = free_port()
+    command = uttera_command("serve", "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
+                             *SERVER_ARGS, *extra_args)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(command, cwd=REPO, env=subprocess_env(), stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    server = ServerProcess(f"http://127.0.0.1:{port}", proc, log_path)
+    deadline = time.monotonic() + timeout(STARTUP_TIMEOUT_S)
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"server exited with status {proc.returncode} during startup:\n{server.log_tail()}")
+        status, body = get_health(server.url)
+        if status == 200:
+            return server
+        if status == 503 and body.get("status") == "failed":
+            server.stop()
+            pytest.fail(f"engine failed to start: {body.get('error')}\n{server.log_tail()}")
+        if time.monotonic() > deadline:
+            server.stop()
+            pytest.fail(f"GET /health not 200 within {timeout(STARTUP_TIMEOUT_S)} s:\n{server.log_tail()}")
+        time.sleep(0.1)  # poll interval, not a synchronisation
+
+
+def get_health(url: str) -> tuple[int | None, dict]:
+    """(status, JSON body) of GET /health; (None, {}) while nothing listens."""
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        with e:
+            return e.code, json.loads(e.read() or b"{}")
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None, {}

@@ -1,0 +1,96 @@
+"""Configuration: validation in the dataclasses, built once from CLI flags."""
+
+import dataclasses
+
+import pytest
+
+from uttera_server.cli import build_config, build_parser, main
+from uttera_server.config import EngineConfig, ServerConfig
+from uttera_server.errors import ConfigError
+
+
+def test_defaults_are_valid(tmp_path):
+    config = ServerConfig(model_dir=tmp_path)
+    assert config.max_input_chars == 4096 and config.engine == EngineConfig()
+    assert config.engine.gpu_memory_utilization == 0.3
+
+
+@pytest.mark.parametrize("field, value, flag", [
+    ("max_num_seqs", 0, "--max-num-seqs"),
+    ("max_model_len", -1, "--max-model-len"),
+    ("gpu_memory_utilization", 0.0, "--gpu-memory-utilization"),
+    ("gpu_memory_utilization", 1.5, "--gpu-memory-utilization"),
+    ("kv_cache_memory_bytes", 0, "--kv-cache-memory-bytes"),
+    ("dtype", "float8", "--dtype"),
+    ("tensor_parallel_size", 0, "--tensor-parallel-size"),
+    ("block_size", 24, "--block-size"),
+    ("vocoder_chunk_frames", 0, "--vocoder-chunk-frames"),
+    ("first_chunk_frames", -4, "--first-chunk-frames"),
+    ("seed", -1, "--seed"),
+])  # fmt: skip
+def test_engine_config_names_the_flag(field, value, flag):
+    with pytest.raises(ConfigError, match=flag):
+        EngineConfig(**{field: value})
+
+
+@pytest.mark.parametrize("field, value, flag", [
+    ("port", 70000, "--port"),
+    ("max_input_chars", 0, "--max-input-chars"),
+    ("log_level", "loud", "--log-level"),
+    ("graceful_shutdown_s", -1.0, "--graceful-shutdown-timeout"),
+])  # fmt: skip
+def test_server_config_names_the_flag(tmp_path, field, value, flag):
+    with pytest.raises(ConfigError, match=flag):
+        ServerConfig(model_dir=tmp_path, **{field: value})
+
+
+def test_missing_model_dir_says_how_to_make_one(tmp_path):
+    with pytest.raises(ConfigError, match="uttera_server.tiny_model"):
+        ServerConfig(model_dir=tmp_path / "nope")
+
+
+def test_outbox_watermarks_are_ordered(tmp_path):
+    with pytest.raises(ConfigError):
+        ServerConfig(model_dir=tmp_path, ws_outbox_high_bytes=10, ws_outbox_low_bytes=20)
+
+
+def test_configs_are_frozen(tmp_path):
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ServerConfig(model_dir=tmp_path).port = 1
+
+
+def test_flags_build_both_configs(tmp_path):
+    args = build_parser().parse_args([
+        "serve", "--model", str(tmp_path), "--host", "0.0.0.0", "--port", "9000", "--max-input-chars", "100",
+        "--max-num-seqs", "4", "--max-model-len", "2048", "--gpu-memory-utilization", "0.5",
+        "--kv-cache-memory-bytes", "1000000", "--dtype", "float32", "--tensor-parallel-size", "2",
+        "--block-size", "32", "--enable-prefix-caching", "--enforce-eager", "--seed", "3",
+        "--vocoder-chunk-frames", "16", "--first-chunk-frames", "4", "--graceful-shutdown-timeout", "5",
+    ])  # fmt: skip
+    assert build_config(args) == ServerConfig(
+        model_dir=tmp_path, host="0.0.0.0", port=9000, max_input_chars=100, graceful_shutdown_s=5.0,
+        engine=EngineConfig(max_num_seqs=4, max_model_len=2048, gpu_memory_utilization=0.5,
+                            kv_cache_memory_bytes=1000000, dtype="float32", tensor_parallel_size=2,
+                            block_size=32, enable_prefix_caching=True, enforce_eager=True, seed=3,
+                            vocoder_chunk_frames=16, first_chunk_frames=4),
+    )  # fmt: skip
+
+
+def test_unset_flags_keep_the_dataclass_defaults(tmp_path):
+    config = build_config(build_parser().parse_args(["serve", "--model", str(tmp_path)]))
+    assert config == ServerConfig(model_dir=tmp_path)
+    negated = build_parser().parse_args(["serve", "--model", str(tmp_path), "--no-enable-prefix-caching"])
+    assert build_config(negated).engine.enable_prefix_caching is False
+
+
+def test_say_takes_the_same_engine_flags(tmp_path):
+    args = build_parser().parse_args(["say", "Hello.", "-o", str(tmp_path / "x.wav"), "--model", str(tmp_path),
+                                      "--first-chunk-frames", "2", "--speed", "1.5"])
+    assert build_config(args).engine.first_chunk_frames == 2 and args.speed == 1.5
+
+
+def test_invalid_values_exit_2_with_the_message(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["serve", "--model", str(tmp_path), "--gpu-memory-utilization", "2"],
+             synthesizer_factory=lambda c: pytest.fail("no synthesizer for an invalid config"))
+    assert info.value.code == 2 and "--gpu-memory-utilization" in capsys.readouterr().err

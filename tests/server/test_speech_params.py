@@ -1,0 +1,61 @@
+"""Parsing and validation of the POST /v1/audio/speech body."""
+
+import json
+
+import pytest
+
+from uttera_server import errors as e
+from uttera_server.speech_params import AudioFormat, Catalog, SpeechParams, parse_speech_request
+
+CATALOG = Catalog(model_ids=frozenset({"uttera", "uttera-x"}), voices=frozenset({"default"}), max_input_chars=20)
+
+
+def parse(**body) -> SpeechParams:
+    return parse_speech_request(json.dumps(body).encode(), CATALOG)
+
+
+def test_defaults_and_unknown_fields():
+    assert parse(model="uttera", input="Hi", instructions="ignored") == SpeechParams("Hi")
+    p = parse(model="uttera-x", input="Hi", voice="default", response_format="pcm", speed=2)
+    assert p == SpeechParams("Hi", "default", 2.0, AudioFormat.PCM) and isinstance(p.speed, float)
+    assert parse(model="uttera", input="Hi", speed=None).speed == 1.0  # null = absent
+
+
+@pytest.mark.parametrize("body, cls, param", [
+    ({"input": "Hi"}, e.MissingField, "model"),
+    ({"model": "uttera"}, e.MissingField, "input"),
+    ({"model": "uttera", "input": 3}, e.InvalidType, "input"),
+    ({"model": 1, "input": "Hi"}, e.InvalidType, "model"),
+    ({"model": "uttera", "input": "Hi", "voice": ["default"]}, e.InvalidType, "voice"),
+    ({"model": "uttera", "input": "Hi", "speed": "1"}, e.InvalidType, "speed"),
+    ({"model": "uttera", "input": "Hi", "speed": True}, e.InvalidType, "speed"),
+    ({"model": "tts-1", "input": "Hi"}, e.UnknownModel, "model"),
+    ({"model": "uttera", "input": ""}, e.EmptyInput, "input"),
+    ({"model": "uttera", "input": " \n\t"}, e.EmptyInput, "input"),
+    ({"model": "uttera", "input": "x" * 21}, e.InputTooLong, "input"),
+    ({"model": "uttera", "input": "Hi", "voice": "alloy"}, e.UnknownVoice, "voice"),
+    ({"model": "uttera", "input": "Hi", "response_format": "mp3"}, e.UnsupportedFormat, "response_format"),
+    ({"model": "uttera", "input": "Hi", "stream_format": "sse"}, e.UnsupportedFormat, "stream_format"),
+    ({"model": "uttera", "input": "Hi", "speed": 0.24}, e.InvalidSpeed, "speed"),
+    ({"model": "uttera", "input": "Hi", "speed": 4.01}, e.InvalidSpeed, "speed"),
+])  # fmt: skip
+def test_bad_bodies(body, cls, param):
+    with pytest.raises(cls) as info:
+        parse(**body)
+    assert type(info.value) is cls and info.value.param == param
+
+
+def test_unsupported_format_names_the_supported_ones():
+    with pytest.raises(e.UnsupportedFormat, match="supported now: wav, pcm"):
+        parse(model="uttera", input="Hi", response_format="opus")
+
+
+@pytest.mark.parametrize("body", [b"{", b"[]", b'"text"', b"\xff\xfe", b""])
+def test_not_a_json_object(body):
+    with pytest.raises(e.InvalidJSON):
+        parse_speech_request(body, CATALOG)
+
+
+def test_nan_speed_is_out_of_range():
+    with pytest.raises(e.InvalidSpeed):
+        parse_speech_request(b'{"model": "uttera", "input": "Hi", "speed": NaN}', CATALOG)

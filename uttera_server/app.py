@@ -1,0 +1,84 @@
+"""The ASGI app: routes, shared state, and the engine's start and close (lifespan).
+
+The engine starts in the background, so the server listens at once and `GET /health` answers 503
+until the engine is ready. `synth.close()` is the last shutdown step (after `serve.GracefulServer` has
+drained and cancelled the streams).
+"""
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route, WebSocketRoute
+
+from . import http_info
+from .app_state import AppState
+from .config import ServerConfig
+from .http_speech import create_speech
+from .metrics import ServerMetrics
+from .speech_params import Catalog
+from .streams import ActiveStreams
+from .ws_stream import speech_stream
+
+log = logging.getLogger(__name__)
+
+
+def build_app(config: ServerConfig, synth) -> Starlette:
+    """`synth`: a Synthesizer (see synthesis_api.md), constructed but not started."""
+    streams = ActiveStreams()
+    state = AppState(
+        config=config,
+        synth=synth,
+        metrics=ServerMetrics(synth.engine_stats, lambda: streams.count),
+        streams=streams,
+        catalog=Catalog.of(synth, config.max_input_chars),
+        created=int(time.time()),
+    )
+    routes = [
+        Route("/v1/audio/speech", create_speech, methods=["POST"]),
+        WebSocketRoute("/v1/audio/speech/stream", speech_stream),
+        Route("/v1/models", http_info.list_models),
+        Route("/v1/audio/voices", http_info.list_voices),
+        Route("/health", http_info.health),
+        Route("/metrics", http_info.metrics),
+    ]
+    app = Starlette(routes=routes, lifespan=_lifespan, exception_handlers={HTTPException: _http_error})
+    app.state.uttera = state
+    return app
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: Starlette):
+    state: AppState = app.state.uttera
+    starting = asyncio.create_task(_start_engine(state))
+    try:
+        yield
+    finally:
+        if not starting.done():
+            starting.cancel()
+            await asyncio.wait({starting})
+        log.info("closing the engine")
+        await state.synth.close()
+
+
+async def _start_engine(state: AppState) -> None:
+    started = time.monotonic()
+    try:
+        await state.synth.start()
+    except Exception as e:
+        state.start_error = f"{type(e).__name__}: {e}"
+        log.exception("the engine failed to start; GET /health answers 503")
+        return
+    log.info("engine ready in %.1f s", time.monotonic() - started)
+
+
+async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    """Routing errors (404, 405) in the same JSON shape as the API's own errors."""
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    body = {"error": {"code": code, "message": str(exc.detail), "type": "invalid_request_error"}}
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)

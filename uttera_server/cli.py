@@ -1,0 +1,171 @@
+"""The `uttera` command (also `python -m uttera_server`).
+
+    uttera serve [--model DIR] [--host H] [--port P] [engine flags]   HTTP + WebSocket server
+    uttera say "TEXT" -o out.wav [--model DIR] [--voice V] [--speed S]  offline synthesis to a WAV file
+
+Configuration is built here, once, from the flags (`build_config`); defaults live in the config
+dataclasses only. The engine core runs in a spawned process, so it starts inside `main()`, never at
+import time.
+"""
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import sys
+import wave
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .config import DTYPES, LOG_LEVELS, EngineConfig, ServerConfig
+from .errors import ConfigError, UtteraError
+from .speech_params import Catalog, check_speed, check_text, check_voice
+from .wav import SAMPLE_BYTES, pcm_bytes
+
+log = logging.getLogger("uttera_server")
+
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "voices" / "default"
+STARTUP_FAILURE = 3  # exit status when the server could not start (as uvicorn's)
+
+SynthesizerFactory = Callable[[ServerConfig], object]
+
+
+def make_synthesizer(config: ServerConfig):
+    """The one place a Synthesizer is constructed (not started) from the configuration."""
+    from .synthesizer import Synthesizer
+
+    return Synthesizer(config.model_dir, config.engine, max_input_chars=config.max_input_chars)
+
+
+def _flag(group, cls, name: str, help: str, unset: str = "from the model", **kwargs) -> None:
+    """`--name-with-dashes` for the dataclass field `name`; its default (`unset` if None) comes from `cls`."""
+    default = cls.__dataclass_fields__[name].default
+    shown = unset if default is None else default
+    group.add_argument(f"--{name.replace('_', '-')}", dest=name, default=argparse.SUPPRESS,
+                       help=f"{help} (default: {shown})", **kwargs)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--model", dest="model_dir", type=Path, default=DEFAULT_MODEL_DIR,
+                        help="model directory, see docs/model-format.md (default: the embedded voice)")
+    _flag(common, ServerConfig, "max_input_chars", "longest text of one request or WebSocket flush", type=int)
+    _flag(common, ServerConfig, "log_level", "log level", choices=LOG_LEVELS)
+
+    engine = common.add_argument_group("engine")
+    _flag(engine, EngineConfig, "max_num_seqs", "requests the engine decodes at once", type=int)
+    _flag(engine, EngineConfig, "max_model_len", "longest sequence, prompt + decode steps", type=int)
+    _flag(engine, EngineConfig, "gpu_memory_utilization",
+          "fraction of device memory for vLLM; 0.3 leaves room on a shared CPU host", type=float)
+    _flag(engine, EngineConfig, "kv_cache_memory_bytes", "KV cache size in bytes (overrides the fraction)",
+          unset="none", type=int)
+    _flag(engine, EngineConfig, "dtype", "weights and activations dtype", choices=DTYPES)
+    _flag(engine, EngineConfig, "tensor_parallel_size", "GPUs per engine", type=int)
+    _flag(engine, EngineConfig, "block_size", "tokens per KV cache block", unset="vLLM's for the device",
+          type=int)
+    _flag(engine, EngineConfig, "enable_prefix_caching", "reuse KV blocks of shared prompt prefixes",
+          action=argparse.BooleanOptionalAction)
+    _flag(engine, EngineConfig, "enforce_eager", "no CUDA graphs / compilation (faster start)",
+          action=argparse.BooleanOptionalAction)
+    _flag(engine, EngineConfig, "seed", "engine sampling seed", type=int)
+    _flag(engine, EngineConfig, "vocoder_chunk_frames", "mel frames per vocoder chunk", type=int)
+    _flag(engine, EngineConfig, "first_chunk_frames", "mel frames of the first vocoder chunk (earlier first audio)",
+          type=int)
+
+    parser = argparse.ArgumentParser(prog="uttera", description="Streaming text-to-speech on vLLM.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", parents=[common], help="run the HTTP and WebSocket server")
+    _flag(serve, ServerConfig, "host", "interface to listen on")
+    _flag(serve, ServerConfig, "port", "TCP port", type=int)
+    serve.add_argument("--graceful-shutdown-timeout", dest="graceful_shutdown_s", type=float,
+                       default=argparse.SUPPRESS,
+                       help=f"seconds active streams may finish after SIGTERM before they are cancelled "
+                            f"(default: {ServerConfig.__dataclass_fields__['graceful_shutdown_s'].default})")
+    say = commands.add_parser("say", parents=[common], help="synthesize TEXT into a WAV file, without a server")
+    say.add_argument("text")
+    say.add_argument("-o", "--output", type=Path, default=Path("out.wav"), help="WAV file to write")
+    say.add_argument("--voice", default="default")
+    say.add_argument("--speed", type=float, default=1.0, help="0.25 to 4.0")
+    return parser
+
+
+def build_config(args: argparse.Namespace) -> ServerConfig:
+    """The one place configuration objects are built; raises `ConfigError` for invalid values."""
+    given = vars(args)
+    engine = EngineConfig(**{f.name: given[f.name] for f in dataclasses.fields(EngineConfig) if f.name in given})
+    server_fields = {f.name for f in dataclasses.fields(ServerConfig)} - {"engine"}
+    return ServerConfig(engine=engine, **{k: v for k, v in given.items() if k in server_fields})
+
+
+def main(argv: Sequence[str] | None = None, *, synthesizer_factory: SynthesizerFactory = make_synthesizer) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = build_config(args)
+        _setup_logging(config.log_level)
+        synth = synthesizer_factory(config)
+    except (ConfigError, ValueError) as e:
+        parser.exit(2, f"uttera: error: {e}\n")
+    _log_model(synth)
+    if args.command == "serve":
+        return _serve(config, synth)
+    return asyncio.run(_say(synth, config, args.text, args.output, args.voice, args.speed))
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if level == "trace" else level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def _log_model(synth) -> None:
+    voices = ", ".join(f"{v.id} ({v.name}, {v.language})" for v in synth.voices.values())
+    log.info("model %s at %d Hz; voices: %s", synth.model_id, synth.sample_rate, voices)
+    if any(v.random_weights for v in synth.voices.values()):
+        log.warning("*" * 78)
+        log.warning("*** RANDOM WEIGHTS: %s is a development model. It speaks noise, not speech. ***",
+                    synth.model_id)
+        log.warning("*" * 78)
+
+
+def _serve(config: ServerConfig, synth) -> int:
+    from .serve import serve
+
+    log.info("uttera serving on http://%s:%d (engine: %s)", config.host, config.port, config.engine)
+    return 0 if serve(config, synth) else STARTUP_FAILURE
+
+
+async def _say(synth, config: ServerConfig, text: str, output: Path, voice: str, speed: float) -> int:
+    """Write the audio of `text` to `output` as it is produced; returns the exit status."""
+    catalog = Catalog.of(synth, config.max_input_chars)
+    try:  # before the engine starts, so bad input fails at once
+        check_text(text, catalog.max_input_chars)
+        check_voice(voice, catalog.voices)
+        check_speed(speed)
+    except UtteraError as e:
+        print(f"uttera: error: {e}", file=sys.stderr)
+        return 1
+    await synth.start()
+    samples = 0
+    try:
+        chunks = synth.stream(text, voice=voice, speed=speed)  # raises for bad input before any file exists
+        try:
+            with wave.open(str(output), "wb") as out:
+                out.setnchannels(1)
+                out.setsampwidth(SAMPLE_BYTES)
+                out.setframerate(synth.sample_rate)
+                async for chunk in chunks:
+                    data = pcm_bytes(chunk.pcm)
+                    out.writeframes(data)
+                    samples += len(data) // SAMPLE_BYTES
+        except BaseException:
+            output.unlink(missing_ok=True)  # no half-written file
+            raise
+    except UtteraError as e:
+        print(f"uttera: error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        await synth.close()
+    print(f"wrote {output} ({samples / synth.sample_rate:.2f} s at {synth.sample_rate} Hz)")
+    return 0

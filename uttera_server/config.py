@@ -1,0 +1,125 @@
+"""Server and engine configuration, built once from CLI flags in `cli.build_config`.
+
+Per-request parameters (text, voice, speed, format) live in `speech_params.py`, not here.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ConfigError
+
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+
+def _positive(name: str, value: int | float) -> None:
+    if isinstance(value, bool) or value <= 0:
+        raise ConfigError(f"{name} must be positive, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """vLLM and vocoder tunables; the Synthesizer takes this.
+
+    gpu_memory_utilization: fraction of the device's memory vLLM may take for weights, activations and
+        KV cache. The default 0.3 suits the CPU backend on a shared host and leaves room for the vocoder
+        and the server; a dedicated GPU can go to 0.9.
+    kv_cache_memory_bytes: if set, the KV cache size in bytes, overriding gpu_memory_utilization's budget.
+    max_model_len: longest sequence (prompt phonemes + decode steps); None takes the model's
+        max_position_embeddings.
+    block_size: tokens per KV cache block; None lets vLLM pick what the device's attention backend
+        supports (the CPU backend needs a multiple of 32, so 16 fails there).
+    enable_prefix_caching: off by default, since prompts are the phonemes of one sentence and rarely share
+        whole blocks, so hashing them would cost more than it saves.
+    enforce_eager: None picks per device: eager on CPU (on the 2-core CI machine eager decoding ran ~1.4x
+        faster than torch.compile and started in 30 s instead of 75 s), compiled with CUDA graphs on GPU.
+    vocoder_chunk_frames: mel frames per vocoder call (hop_length samples each) once audio is flowing.
+    first_chunk_frames: mel frames of the first vocoder call; fewer frames give earlier first audio.
+    """
+
+    max_num_seqs: int = 32
+    max_model_len: int | None = None
+    gpu_memory_utilization: float = 0.3
+    kv_cache_memory_bytes: int | None = None
+    dtype: str = "auto"
+    tensor_parallel_size: int = 1
+    block_size: int | None = None
+    enable_prefix_caching: bool = False
+    enforce_eager: bool | None = None
+    seed: int = 0
+    vocoder_chunk_frames: int = 32
+    first_chunk_frames: int = 8
+
+    def __post_init__(self) -> None:
+        _positive("max_num_seqs (--max-num-seqs)", self.max_num_seqs)
+        if self.max_model_len is not None:
+            _positive("max_model_len (--max-model-len)", self.max_model_len)
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ConfigError(
+                f"gpu_memory_utilization (--gpu-memory-utilization) must be in (0, 1], "
+                f"got {self.gpu_memory_utilization!r}"
+            )
+        if self.kv_cache_memory_bytes is not None:
+            _positive("kv_cache_memory_bytes (--kv-cache-memory-bytes)", self.kv_cache_memory_bytes)
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"dtype (--dtype) must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        _positive("tensor_parallel_size (--tensor-parallel-size)", self.tensor_parallel_size)
+        if self.block_size is not None:
+            _positive("block_size (--block-size)", self.block_size)
+            if self.block_size & (self.block_size - 1):
+                raise ConfigError(f"block_size (--block-size) must be a power of two, got {self.block_size}")
+        if self.seed < 0:
+            raise ConfigError(f"seed (--seed) must be >= 0, got {self.seed}")
+        _positive("vocoder_chunk_frames (--vocoder-chunk-frames)", self.vocoder_chunk_frames)
+        _positive("first_chunk_frames (--first-chunk-frames)", self.first_chunk_frames)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Everything `uttera serve` needs; `engine` goes to the Synthesizer unchanged.
+
+    max_input_chars: longest text of one HTTP request or one WebSocket flush, in characters.
+    graceful_shutdown_s: on SIGTERM, how long active streams may run on before they are cancelled.
+    ws_max_contexts: contexts one WebSocket may have open at once.
+    ws_outbox_high_bytes / ws_outbox_low_bytes: audio queued for one slow WebSocket client; synthesis for
+        that socket pauses above the high watermark and resumes below the low one.
+    """
+
+    model_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_input_chars: int = 4096
+    log_level: str = "info"
+    graceful_shutdown_s: float = 30.0
+    ws_max_contexts: int = 8
+    ws_outbox_high_bytes: int = 1 << 20
+    ws_outbox_low_bytes: int = 1 << 18
+    engine: EngineConfig = field(default_factory=EngineConfig)
+
+    def __post_init__(self) -> None:
+        if not Path(self.model_dir).is_dir():
+            raise ConfigError(
+                f"model directory {self.model_dir} does not exist (--model); make a tiny development "
+                f"model with: python -m uttera_server.tiny_model DIR"
+            )
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port (--port) must be in 0..65535, got {self.port}")
+        _positive("max_input_chars (--max-input-chars)", self.max_input_chars)
+        if self.log_level not in LOG_LEVELS:
+            raise ConfigError(f"log_level (--log-level) must be one of {', '.join(LOG_LEVELS)}")
+        if self.graceful_shutdown_s < 0:
+            raise ConfigError("graceful_shutdown_s (--graceful-shutdown-timeout) must be >= 0")
+        _positive("ws_max_contexts", self.ws_max_contexts)
+        if not 0 < self.ws_outbox_low_bytes <= self.ws_outbox_high_bytes:
+            raise ConfigError("need 0 < ws_outbox_low_bytes <= ws_outbox_high_bytes")
+
+    @property
+    def max_body_bytes(self) -> int:
+        """Largest accepted HTTP body: the longest input with every character JSON-escaped as a UTF-16
+        surrogate pair (12 bytes), plus room for the other fields."""
+        return 12 * self.max_input_chars + 4096
+
+    @property
+    def ws_max_message_bytes(self) -> int:
+        """Largest accepted WebSocket message (the same budget as one HTTP body)."""
+        return self.max_body_bytes

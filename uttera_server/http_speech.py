@@ -1,0 +1,170 @@
+"""`POST /v1/audio/speech`: OpenAI-compatible speech, streamed with chunked transfer as it is produced.
+
+The request is validated, and the synthesizer's own checks run (`Synthesizer.stream` raises before the
+first chunk), before any header leaves, so bad input gets a 4xx JSON error. Audio then streams: a WAV
+header with unknown length (or nothing, for `pcm`) and PCM s16le mono chunks as the engine makes them.
+A client disconnect or a shutdown cancel closes the synthesizer iterator, which aborts the engine request.
+"""
+
+import asyncio
+import logging
+import time
+import uuid
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from .app_state import AppState
+from .errors import EngineNotReady, RequestTooLarge, ShuttingDown, UtteraError, as_uttera_error, error_payload
+from .metrics import Outcome, Transport
+from .speech_params import AudioFormat, SpeechParams, parse_speech_request
+from .wav import duration_s, pcm_bytes, streaming_wav_header
+
+log = logging.getLogger(__name__)
+
+MEDIA_TYPES = {AudioFormat.WAV: "audio/wav", AudioFormat.PCM: "audio/pcm"}
+
+
+def error_response(exc: UtteraError, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error_payload(exc), status_code=exc.http_status, headers=headers)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, refusing more than `limit` bytes without reading them all."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise RequestTooLarge(f"request body of {declared} bytes is over the {limit}-byte limit")
+    parts, size = [], 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            raise RequestTooLarge(f"request body is over the {limit}-byte limit")
+        parts.append(part)
+    return b"".join(parts)
+
+
+async def create_speech(request: Request) -> Response:
+    state: AppState = request.app.state.uttera
+    received = time.monotonic()
+    engine_id = uuid.uuid4().hex  # never the client's id: engine request ids must be unique
+    request_id = request.headers.get("x-request-id") or engine_id
+    try:
+        if not state.streams.accepting:
+            raise ShuttingDown()
+        params = parse_speech_request(await read_body(request, state.config.max_body_bytes), state.catalog)
+        synth = state.synth
+        if not synth.is_ready():
+            raise EngineNotReady()
+        chunks = synth.stream(params.text, voice=params.voice, speed=params.speed, request_id=f"http-{engine_id}")
+    except Exception as e:
+        if not isinstance(e, UtteraError):
+            log.exception("speech request %s failed before streaming", request_id)
+        state.metrics.request_finished(Transport.HTTP, Outcome.ERROR)
+        return error_response(as_uttera_error(e), {"x-request-id": request_id})
+    return SpeechStreamResponse(state, chunks, params, received, request_id)
+
+
+class _Interrupted(Exception):
+    def __init__(self, outcome: Outcome):
+        self.outcome = outcome
+
+
+async def _pull(chunks):
+    """The next chunk of `chunks`, or None at its end."""
+    try:
+        return await anext(chunks)
+    except StopAsyncIteration:
+        return None
+
+
+class SpeechStreamResponse(Response):
+    """Streams one synthesizer iterator; a `StreamOwner` so shutdown can cancel it."""
+
+    def __init__(self, state: AppState, chunks, params: SpeechParams, received: float, request_id: str):
+        self.state = state
+        self.chunks = chunks
+        self.params = params
+        self.received = received  # time.monotonic() when the request arrived
+        self.status_code = 200
+        self.media_type = MEDIA_TYPES[params.response_format]
+        sample_rate = state.synth.sample_rate
+        self.init_headers({
+            "x-sample-rate": str(sample_rate),
+            "x-audio-format": "wav" if params.response_format is AudioFormat.WAV else "pcm_s16le",
+            "x-audio-channels": "1",
+            "x-request-id": request_id,
+            "cache-control": "no-store",
+        })  # fmt: skip
+        self._interrupt: asyncio.Future[Outcome] | None = None
+
+    async def begin_drain(self) -> None:
+        pass  # an HTTP response finishes on its own
+
+    async def cancel(self) -> None:
+        if self._interrupt is not None and not self._interrupt.done():
+            self._interrupt.set_result(Outcome.CANCELLED)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state, metrics, sample_rate = self.state, self.state.metrics, self.state.synth.sample_rate
+        self._interrupt = asyncio.get_running_loop().create_future()
+        watcher = asyncio.create_task(self._watch_disconnect(receive))
+        state.streams.opened()
+        state.streams.add_owner(self)
+        outcome, sent = Outcome.ERROR, 0  # sent: PCM bytes
+        try:
+            try:
+                first = await self._next_chunk()
+            except _Interrupted as i:
+                outcome = i.outcome
+                if outcome is Outcome.CANCELLED:
+                    await error_response(ShuttingDown())(scope, receive, send)
+                return
+            except Exception as e:
+                if not isinstance(e, UtteraError):
+                    log.exception("speech request failed before its first audio")
+                await error_response(as_uttera_error(e))(scope, receive, send)
+                return
+            if first is not None:
+                metrics.first_audio(Transport.HTTP, time.monotonic() - self.received)
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            head = streaming_wav_header(sample_rate) if self.params.response_format is AudioFormat.WAV else b""
+            chunk = first
+            while chunk is not None:
+                pcm = pcm_bytes(chunk.pcm)
+                await send({"type": "http.response.body", "body": head + pcm, "more_body": True})
+                head, sent = b"", sent + len(pcm)
+                chunk = await self._next_chunk()
+            await send({"type": "http.response.body", "body": head, "more_body": False})
+            outcome = Outcome.OK
+            metrics.synthesis_completed(time.monotonic() - self.received, duration_s(sent, sample_rate))
+        except _Interrupted as i:
+            outcome = i.outcome  # the response stays incomplete: the client sees a truncated transfer
+        except Exception:
+            log.exception("speech request failed mid-stream; the response is cut short")
+        finally:
+            watcher.cancel()
+            await asyncio.wait({watcher})
+            await self.chunks.aclose()  # aborts the engine request unless it already finished
+            state.streams.remove_owner(self)
+            state.streams.closed()
+            metrics.request_finished(Transport.HTTP, outcome, duration_s(sent, sample_rate))
+
+    async def _next_chunk(self):
+        """The next chunk or None at the end; raises `_Interrupted` on a disconnect or a cancel."""
+        interrupt = self._interrupt
+        if interrupt.done():
+            raise _Interrupted(interrupt.result())
+        pull = asyncio.ensure_future(_pull(self.chunks))
+        await asyncio.wait({pull, interrupt}, return_when=asyncio.FIRST_COMPLETED)
+        if not pull.done():
+            pull.cancel()  # throws CancelledError into the synthesizer iterator, closing it
+            await asyncio.wait({pull})
+            raise _Interrupted(interrupt.result())
+        return pull.result()
+
+    async def _watch_disconnect(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if not self._interrupt.done():
+            self._interrupt.set_result(Outcome.DISCONNECTED)

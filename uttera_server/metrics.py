@@ -1,0 +1,103 @@
+"""Prometheus metrics of one app, in its own `CollectorRegistry` (so tests can build several apps).
+
+Engine queue gauges are read from `synth.engine_stats()` at scrape time, not pushed.
+"""
+
+import logging
+from collections.abc import Callable, Iterator
+from enum import StrEnum
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+log = logging.getLogger(__name__)
+
+# Seconds: from 5 ms (a warm GPU) to 10 s (a saturated CPU engine).
+LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0, 10.0)
+# Synthesis wall time / audio duration: below 1 is faster than real time.
+RTF_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+
+
+class Transport(StrEnum):
+    HTTP = "http"
+    WEBSOCKET = "websocket"
+
+
+class Outcome(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+    CANCELLED = "cancelled"  # by the client (WebSocket cancel) or by server shutdown
+    DISCONNECTED = "disconnected"  # the client went away mid-stream
+
+
+class _EngineQueueCollector(Collector):
+    def __init__(self, engine_stats: Callable[[], object]):
+        self._engine_stats = engine_stats
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(self._families())
+
+    def collect(self) -> Iterator[Metric]:
+        waiting, running = self._families()
+        try:
+            stats = self._engine_stats()
+            waiting.add_metric([], stats.num_waiting)
+            running.add_metric([], stats.num_running)
+        except Exception:  # engine not started or gone: export the names without samples
+            log.debug("engine_stats() failed at scrape time", exc_info=True)
+        return iter((waiting, running))
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+        return (
+            GaugeMetricFamily("uttera_engine_waiting_requests", "Requests queued in the engine scheduler"),
+            GaugeMetricFamily("uttera_engine_running_requests", "Requests the engine is decoding"),
+        )
+
+
+class ServerMetrics:
+    def __init__(self, engine_stats: Callable[[], object], active_streams: Callable[[], int]):
+        """`engine_stats()` returns an object with `num_waiting`, `num_running`; `active_streams()` counts
+        streams in flight (HTTP responses and WebSocket contexts)."""
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.time_to_first_audio = Histogram(
+            "uttera_time_to_first_audio_seconds", "From request (HTTP) or flush (WebSocket) to the first audio",
+            ["transport"], buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.realtime_factor = Histogram(
+            "uttera_realtime_factor",
+            "Synthesis wall time / audio duration, per completed HTTP request or WebSocket segment",
+            buckets=RTF_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.active_streams = Gauge("uttera_active_streams", "Streams in flight", registry=r)
+        self.active_streams.set_function(active_streams)
+        self.requests = Counter(
+            "uttera_requests", "Finished speech requests (a WebSocket context counts as one)",
+            ["transport", "status"], registry=r,
+        )  # fmt: skip
+        self.audio_seconds = Counter("uttera_audio_seconds", "Seconds of audio sent", registry=r)
+        r.register(_EngineQueueCollector(engine_stats))
+        for transport in Transport:  # export every series from the start, at zero
+            self.time_to_first_audio.labels(transport)
+            for outcome in Outcome:
+                self.requests.labels(transport, outcome)
+
+    def first_audio(self, transport: Transport, seconds: float) -> None:
+        self.time_to_first_audio.labels(transport).observe(seconds)
+
+    def request_finished(self, transport: Transport, outcome: Outcome, audio_s: float = 0.0) -> None:
+        """Count one finished request and the seconds of audio it sent."""
+        self.requests.labels(transport, outcome).inc()
+        if audio_s > 0:
+            self.audio_seconds.inc(audio_s)
+
+    def synthesis_completed(self, wall_s: float, audio_s: float) -> None:
+        """Realtime factor of one completed synthesis (an HTTP request, a WebSocket segment)."""
+        if audio_s > 0:
+            self.realtime_factor.observe(wall_s / audio_s)
+
+    def render(self) -> tuple[bytes, str]:
+        """(body, content type) of the text exposition format."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,72 @@
+"""Run the app under uvicorn, with graceful shutdown in explicit steps.
+
+On SIGTERM or SIGINT:
+1. stop accepting connections;
+2. refuse new streams (503, WebSocket `error` shutting_down) and let active ones finish, up to
+   `ServerConfig.graceful_shutdown_s`;
+3. cancel the streams still running (HTTP responses are cut, WebSocket contexts get `error`
+   shutting_down and the socket closes with 1001);
+4. uvicorn closes the remaining connections and runs the lifespan shutdown, which calls `synth.close()`.
+"""
+
+import asyncio
+import logging
+import socket
+
+import uvicorn
+
+from .app import build_app
+from .config import ServerConfig
+from .streams import ActiveStreams
+
+log = logging.getLogger(__name__)
+
+CANCEL_WAIT_S = 5.0  # step 3: how long cancelled streams may take to close
+
+
+class GracefulServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, streams: ActiveStreams, drain_timeout_s: float):
+        super().__init__(config)
+        self.streams = streams
+        self.drain_timeout_s = drain_timeout_s
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:  # step 1 (uvicorn repeats it, harmlessly)
+            server.close()
+        if self.streams.count:
+            log.info("draining %d active stream(s) for up to %.1f s", self.streams.count, self.drain_timeout_s)
+        if not await self._unless_forced(self.streams.drain(self.drain_timeout_s)):  # step 2
+            log.warning("cancelling %d stream(s) still active", self.streams.count)
+            await self._unless_forced(self.streams.cancel_all(CANCEL_WAIT_S))  # step 3
+        await super().shutdown(sockets)  # step 4 (uvicorn skips the lifespan shutdown when forced)
+
+    async def _unless_forced(self, step) -> bool:
+        """Run a shutdown step; a second Ctrl-C (uvicorn's `force_exit`) abandons it, as uvicorn does."""
+        task = asyncio.ensure_future(step)
+        while not task.done() and not self.force_exit:
+            await asyncio.wait({task}, timeout=0.1)
+        if task.done():
+            return task.result()
+        task.cancel()
+        await asyncio.wait({task})
+        return False
+
+
+def serve(config: ServerConfig, synth) -> bool:
+    """Serve `synth` (constructed, not started) until a signal; blocks. False if the server could not
+    start (e.g. the port is taken)."""
+    app = build_app(config, synth)
+    uv_config = uvicorn.Config(
+        app,
+        host=config.host,
+        port=config.port,
+        log_level=config.log_level,
+        ws="websockets-sansio",
+        ws_max_size=config.ws_max_message_bytes,
+        ws_per_message_deflate=False,  # PCM barely compresses; deflate would only cost CPU
+        lifespan="on",
+        timeout_graceful_shutdown=int(CANCEL_WAIT_S),
+    )
+    server = GracefulServer(uv_config, app.state.uttera.streams, config.graceful_shutdown_s)
+    server.run()
+    return server.started

@@ -1,0 +1,148 @@
+"""Per-request speech parameters, parsed and validated without I/O.
+
+Shared by `POST /v1/audio/speech` (one JSON body) and the WebSocket protocol (voice and speed on a
+context's first text message), so both transports reject the same input with the same error codes.
+"""
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .errors import (
+    EmptyInput,
+    InputTooLong,
+    InvalidJSON,
+    InvalidSpeed,
+    InvalidType,
+    MissingField,
+    UnknownModel,
+    UnknownVoice,
+    UnsupportedFormat,
+)
+from .speed import MAX_SPEED, MIN_SPEED
+
+MODEL_ALIAS = "uttera"  # always accepted as the name of the served model
+DEFAULT_VOICE = "default"
+
+
+class AudioFormat(StrEnum):
+    WAV = "wav"  # RIFF header with unknown (0xFFFFFFFF) sizes, then PCM s16le mono
+    PCM = "pcm"  # raw PCM s16le mono
+
+
+_FORMATS = frozenset(f.value for f in AudioFormat)
+SUPPORTED_FORMATS = ", ".join(f.value for f in AudioFormat)
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """What the served model accepts."""
+
+    model_ids: frozenset[str]
+    voices: frozenset[str]
+    max_input_chars: int
+
+    @classmethod
+    def of(cls, synth, max_input_chars: int) -> "Catalog":
+        """Accepted by `synth`: its model id and the alias; voices by id and by name."""
+        return cls(
+            model_ids=frozenset({synth.model_id, MODEL_ALIAS}),
+            voices=frozenset(name for v in synth.voices.values() for name in (v.id, v.name)),
+            max_input_chars=min(max_input_chars, synth.max_input_chars),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechParams:
+    text: str
+    voice: str = DEFAULT_VOICE
+    speed: float = 1.0  # 1.0 = the voice's natural rate
+    response_format: AudioFormat = AudioFormat.WAV
+
+
+_ABSENT = object()
+_JSON_TYPES = {str: "a string", int: "a number", float: "a number", bool: "a boolean", dict: "an object",
+               list: "an array"}
+
+
+def _is_str(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _get(obj: dict, name: str, default: object, ok: Callable[[object], bool], expected: str):
+    value = obj.get(name)
+    if value is None:  # null counts as absent
+        if default is _ABSENT:
+            raise MissingField(f"the field {name!r} is required", param=name)
+        return default
+    if not ok(value):
+        got = _JSON_TYPES.get(type(value), type(value).__name__)
+        raise InvalidType(f"the field {name!r} must be {expected}, got {got}", param=name)
+    return value
+
+
+def get_str(obj: dict, name: str, default: object = _ABSENT) -> str:
+    """`obj[name]` as a string; `MissingField` when absent and no default, `InvalidType` when not a string."""
+    return _get(obj, name, default, _is_str, "a string")
+
+
+def get_number(obj: dict, name: str, default: object = _ABSENT) -> float:
+    """`obj[name]` as a float (JSON numbers only: booleans and numeric strings are refused)."""
+    value = _get(obj, name, default, _is_number, "a number")
+    return float(value) if _is_number(value) else value
+
+
+def check_text(text: str, max_chars: int) -> None:
+    if not text.strip():
+        raise EmptyInput()
+    if len(text) > max_chars:
+        raise InputTooLong(
+            f"input has {len(text)} characters; the limit is {max_chars}: split the text "
+            f"(or start the server with a larger --max-input-chars)"
+        )
+
+
+def check_voice(voice: str, voices: frozenset[str]) -> None:
+    if voice not in voices:
+        raise UnknownVoice(f"unknown voice {voice!r}; available: {', '.join(sorted(voices))}")
+
+
+def check_speed(speed: float) -> None:
+    if not MIN_SPEED <= speed <= MAX_SPEED:
+        raise InvalidSpeed(f"speed must be a number from {MIN_SPEED} to {MAX_SPEED}, got {speed}")
+
+
+def parse_speech_request(body: bytes, catalog: Catalog) -> SpeechParams:
+    """Parse an OpenAI `POST /v1/audio/speech` body. Unknown fields are ignored, as OpenAI clients
+    send fields (`instructions`, ...) this server does not use."""
+    try:
+        obj = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InvalidJSON(f"the body is not valid JSON ({e}): send a JSON object") from None
+    if not isinstance(obj, dict):
+        raise InvalidJSON(f"the body must be a JSON object, got {type(obj).__name__}")
+    model = get_str(obj, "model")
+    text = get_str(obj, "input")
+    voice = get_str(obj, "voice", DEFAULT_VOICE)
+    fmt = get_str(obj, "response_format", AudioFormat.WAV.value)
+    speed = get_number(obj, "speed", 1.0)
+    stream_format = get_str(obj, "stream_format", "audio")
+
+    if model not in catalog.model_ids:
+        raise UnknownModel(f"unknown model {model!r}; available: {', '.join(sorted(catalog.model_ids))}")
+    check_text(text, catalog.max_input_chars)
+    check_voice(voice, catalog.voices)
+    if fmt not in _FORMATS:
+        raise UnsupportedFormat(f"response_format {fmt!r} is not supported; supported now: {SUPPORTED_FORMATS}")
+    if stream_format != "audio":
+        raise UnsupportedFormat(
+            f"stream_format {stream_format!r} is not supported; only 'audio' (raw chunked audio) is",
+            param="stream_format",
+        )
+    check_speed(speed)
+    return SpeechParams(text=text, voice=voice, speed=speed, response_format=AudioFormat(fmt))

@@ -1,0 +1,105 @@
+"""Wire format of `WebSocket /v1/audio/speech/stream`, without I/O.
+
+Client -> server, JSON text messages (`context_id` optional, default "default"):
+    {"type": "text", "text": str, "context_id"?, "voice"?: str, "speed"?: number}
+    {"type": "flush" | "end" | "cancel", "context_id"?}
+Server -> client:
+    {"type": "started", "context_id", "sample_rate", "format": "pcm_s16le"}
+    binary audio frame: 0x01, n (1 byte), context id (n bytes of UTF-8), PCM s16le mono
+    {"type": "done", "context_id", "audio_ms"}
+    {"type": "cancelled", "context_id"}
+    {"type": "error", "code", "message", "context_id"?}
+"""
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .errors import InvalidJSON, InvalidType, UnknownMessageType, UtteraError
+from .speech_params import get_number, get_str
+
+DEFAULT_CONTEXT = "default"
+AUDIO_FRAME = 0x01  # first byte of a binary audio frame
+MAX_CONTEXT_ID_BYTES = 255  # its length travels in one byte
+PCM_FORMAT = "pcm_s16le"
+
+
+class MessageType(StrEnum):
+    TEXT = "text"
+    FLUSH = "flush"
+    END = "end"
+    CANCEL = "cancel"
+
+
+_MESSAGE_TYPES = frozenset(t.value for t in MessageType)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientMessage:
+    type: MessageType
+    context_id: str = DEFAULT_CONTEXT
+    text: str = ""  # TEXT only
+    voice: str | None = None  # TEXT only; None = not given
+    speed: float | None = None  # TEXT only; None = not given
+
+
+def parse_client_message(data: str) -> ClientMessage:
+    """One client text message -> `ClientMessage`; raises `MalformedRequest` subclasses."""
+    try:
+        obj = json.loads(data)
+    except json.JSONDecodeError as e:
+        raise InvalidJSON(f"message is not valid JSON ({e}): send a JSON object") from None
+    if not isinstance(obj, dict):
+        raise InvalidJSON(f"each message must be a JSON object, got {type(obj).__name__}")
+    kind = get_str(obj, "type")
+    if kind not in _MESSAGE_TYPES:
+        raise UnknownMessageType(f"unknown message type {kind!r}: use text, flush, end or cancel")
+    context_id = get_str(obj, "context_id", DEFAULT_CONTEXT)
+    try:
+        n = len(context_id.encode())
+    except UnicodeEncodeError:
+        n = 0
+    if not 1 <= n <= MAX_CONTEXT_ID_BYTES:
+        raise InvalidType(f"context_id must be 1 to {MAX_CONTEXT_ID_BYTES} bytes of UTF-8", param="context_id")
+    if kind != MessageType.TEXT:
+        return ClientMessage(MessageType(kind), context_id)
+    return ClientMessage(
+        MessageType.TEXT,
+        context_id,
+        text=get_str(obj, "text"),
+        voice=get_str(obj, "voice", None),
+        speed=get_number(obj, "speed", None),
+    )
+
+
+def encode_audio_frame(context_id: str, pcm: bytes) -> bytes:
+    """Binary frame: 0x01, len(context id), context id (UTF-8), PCM s16le mono."""
+    cid = context_id.encode()
+    return bytes((AUDIO_FRAME, len(cid))) + cid + pcm
+
+
+def decode_audio_frame(frame: bytes) -> tuple[str, bytes]:
+    """Inverse of `encode_audio_frame` (for clients and tests): (context id, PCM bytes)."""
+    if len(frame) < 2 or frame[0] != AUDIO_FRAME or len(frame) < 2 + frame[1]:
+        raise ValueError("not an audio frame")
+    n = frame[1]
+    return frame[2 : 2 + n].decode(), frame[2 + n :]
+
+
+def started(context_id: str, sample_rate: int) -> dict:
+    return {"type": "started", "context_id": context_id, "sample_rate": sample_rate, "format": PCM_FORMAT}
+
+
+def done(context_id: str, audio_ms: int) -> dict:
+    return {"type": "done", "context_id": context_id, "audio_ms": audio_ms}
+
+
+def cancelled(context_id: str) -> dict:
+    return {"type": "cancelled", "context_id": context_id}
+
+
+def error(exc: UtteraError, context_id: str | None = None) -> dict:
+    message = {"type": "error", "code": exc.code, "message": exc.message}
+    if context_id is not None:
+        message["context_id"] = context_id
+    return message
