@@ -39,20 +39,22 @@ class _EngineQueueCollector(Collector):
         return iter(self._families())
 
     def collect(self) -> Iterator[Metric]:
-        waiting, running = self._families()
+        waiting, running, kv = families = self._families()
         try:
             stats = self._engine_stats()
             waiting.add_metric([], stats.num_waiting)
             running.add_metric([], stats.num_running)
+            kv.add_metric([], stats.kv_cache_usage)
         except Exception:  # engine not started or gone: export the names without samples
             log.debug("engine_stats() failed at scrape time", exc_info=True)
-        return iter((waiting, running))
+        return iter(families)
 
     @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+    def _families() -> tuple[GaugeMetricFamily, ...]:
         return (
             GaugeMetricFamily("uttera_engine_waiting_requests", "Requests queued in the engine scheduler"),
             GaugeMetricFamily("uttera_engine_running_requests", "Requests the engine is decoding"),
+            GaugeMetricFamily("uttera_engine_kv_cache_usage", "Fraction of the engine's KV cache blocks in use"),
         )
 
 

@@ -123,3 +123,8 @@ async def test_client_disconnect_aborts_the_stream(http, base_url):
                 break  # leave after the first bytes: the client closes the connection
     await wait_for_metrics(http, lambda s: requests_total(s, "http", "disconnected") >= before + 1
                            and metric(s, "uttera_active_streams") == 0)
+    # The engine request was aborted: nothing runs and its KV blocks are free again. (The engine reports
+    # usage when it steps, so a short request makes it report after the abort.)
+    assert (await http.post("/v1/audio/speech", json=speech(input="Hi."))).status_code == 200
+    await wait_for_metrics(http, lambda s: metric(s, "uttera_engine_running_requests") == 0
+                           and metric(s, "uttera_engine_kv_cache_usage") == 0)
