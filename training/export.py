@@ -1,0 +1,80 @@
+"""Write a voice model directory (docs/model-format.md) from the two training checkpoints.
+
+    python -m training.export ACOUSTIC_CKPT VOCODER_CKPT OUT_DIR [--name uttera-en-joe-distilled]
+
+OUT_DIR/config.json, model.safetensors (fp16), vocoder/config.json, vocoder/model.safetensors (fp16),
+and phonemes.json when the frontend ships one (copied from `uttera_server/frontend/phonemes_en_us.json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from training.model import AcousticConfig, UtteraTTS
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_VOICE = {
+    "name": "uttera-en-joe-distilled",
+    "language": "en-US",
+    "description": "English (US) male voice distilled from the Piper voice en_US-joe-medium: "
+                   "pointer-token Llama acoustic model + Vocos-style vocoder, 22.05 kHz",
+    "random_weights": False,
+}
+
+
+def _fp16(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in state.items()}
+
+
+def export_acoustic(model: UtteraTTS, out: Path, voice: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = model.config.to_hf(voice)
+    cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": model.config.rope_theta}
+    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    save_file(_fp16(model.state_dict()), str(out / "model.safetensors"), metadata={"format": "pt"})
+
+
+def export_vocoder(vocoder, out: Path) -> None:
+    vdir = out / "vocoder"
+    vocoder.config.save(vdir)
+    save_file(_fp16(vocoder.state_dict()), str(vdir / "model.safetensors"), metadata={"format": "pt"})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("acoustic_ckpt")
+    parser.add_argument("vocoder_ckpt")
+    parser.add_argument("out", nargs="?", default=str(REPO / "voices/default"))
+    parser.add_argument("--name", default=DEFAULT_VOICE["name"])
+    a = parser.parse_args()
+    from vocoder.config import VocoderConfig
+    from vocoder.model import Vocoder
+
+    out = Path(a.out)
+    st = torch.load(a.acoustic_ckpt, map_location="cpu", weights_only=False)
+    model = UtteraTTS(AcousticConfig(**{**st["config"], "dropout": 0.0}))
+    model.load_state_dict(st["model"])
+    export_acoustic(model, out, {**DEFAULT_VOICE, "name": a.name})
+    vt = torch.load(a.vocoder_ckpt, map_location="cpu", weights_only=False)
+    vocoder = Vocoder(VocoderConfig.from_dict(vt["config"]))
+    vocoder.load_state_dict(vt["model"])
+    vocoder.config.check_matches(json.loads((out / "config.json").read_text()))
+    export_vocoder(vocoder, out)
+    phonemes = REPO / "uttera_server/frontend/phonemes_en_us.json"
+    if phonemes.is_file():
+        shutil.copy(phonemes, out / "phonemes.json")
+    for p in out.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    print(f"exported {out}: acoustic {model.num_params() / 1e6:.2f} M params, vocoder "
+          f"{vocoder.num_params() / 1e6:.2f} M params, {size / 1e6:.1f} MB on disk", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""Train the pointer-token acoustic model (training/model.py) on teacher features.
+
+Loss = CE over the move classes the serving logits processor allows (training/data.py)
+     + `--mel-weight` * L1 on the log-mel chunk predicted at each pointer position.
+AdamW, linear warm-up then cosine decay over the run's *time budget* (`--minutes`: progress is
+wall-clock seconds trained / budget, stored in the checkpoint so `--resume` continues the same schedule),
+bf16 autocast on CUDA, batches of similar length capped at `--max-tokens` tokens.
+A checkpoint (`RUN/ckpt.pt`) is written every `--ckpt-minutes` and at the end; `RUN/log.jsonl`
+holds one JSON line per log interval (train) and per validation.
+
+    python -m training.train_acoustic FEAT_DIR RUN_DIR [--minutes 15] [--resume] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from training.data import BatchDataset, collate, length_batches, load_utterances
+from training.model import AcousticConfig, UtteraTTS
+
+
+def acoustic_loss(model: UtteraTTS, batch: dict[str, torch.Tensor], mel_weight: float = 1.0) -> tuple[torch.Tensor, dict]:
+    c = model.config
+    h = model(batch["tokens"])
+    logits = model.lm_head(h).float()  # (B, S, V)
+    k = torch.arange(c.max_advance + 1, device=h.device)
+    cand_ptr = batch["ce_base"].unsqueeze(-1) + k  # (B, S, A+1)
+    ptr_logits = logits.gather(-1, (c.pointer_offset + cand_ptr).clamp(max=c.stop_token_id - 1))
+    ptr_logits = ptr_logits.masked_fill(cand_ptr > batch["ce_last"].unsqueeze(-1), float("-inf"))
+    stop_logit = logits[..., c.stop_token_id: c.stop_token_id + 1]
+    stop_logit = stop_logit.masked_fill((batch["ce_base"] != batch["ce_last"]).unsqueeze(-1), float("-inf"))
+    cand = torch.cat([ptr_logits, stop_logit], dim=-1)
+    valid = batch["ce_class"] >= 0
+    ce = F.cross_entropy(cand[valid], batch["ce_class"][valid])
+    acc = (cand[valid].argmax(-1) == batch["ce_class"][valid]).float().mean()
+    pred = model.mel_head(h[batch["mel_mask"]]).float()
+    l1 = (pred - batch["mel"][batch["mel_mask"]].float()).abs().mean()
+    loss = ce + mel_weight * l1
+    return loss, {"loss": loss.item(), "ce": ce.item(), "l1": l1.item(), "acc": acc.item()}
+
+
+def lr_at(progress: float, step: int, base: float, warmup: int) -> float:
+    if step < warmup:
+        return base * (step + 1) / warmup
+    return base * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+
+
+def to_device(batch: dict, device: str) -> dict:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+@torch.no_grad()
+def validate(model: UtteraTTS, val: list, device: str, max_tokens: int) -> dict:
+    model.eval()
+    sums: dict[str, float] = {}
+    n = 0
+    for idx in length_batches([u.length for u in val], max_tokens, random.Random(0)):
+        batch = to_device(collate([val[i] for i in idx], model.config.pointer_offset), device)
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda")):
+            _, m = acoustic_loss(model, batch)
+        for key, v in m.items():
+            sums[key] = sums.get(key, 0.0) + v * len(idx)
+        n += len(idx)
+    model.train()
+    return {f"val_{k}": v / max(n, 1) for k, v in sums.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("feat_dir")
+    parser.add_argument("run_dir")
+    parser.add_argument("--minutes", type=float, default=15.0)
+    parser.add_argument("--max-steps", type=int, default=0)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--max-tokens", type=int, default=24000)
+    parser.add_argument("--mel-weight", type=float, default=1.0)
+    parser.add_argument("--dropout", type=float, default=0.1, help="residual dropout (training only)")
+    parser.add_argument("--ckpt-minutes", type=float, default=3.0)
+    parser.add_argument("--log-every", type=int, default=50)
+    parser.add_argument("--val-every", type=int, default=1000)
+    parser.add_argument("--val-fraction", type=float, default=0.02)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    for f in ("hidden_size", "num_hidden_layers", "num_attention_heads", "head_dim", "intermediate_size"):
+        parser.add_argument("--" + f.replace("_", "-"), type=int, default=None)
+    a = parser.parse_args()
+
+    random.seed(a.seed)
+    np.random.seed(a.seed)
+    torch.manual_seed(a.seed)
+    run = Path(a.run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    ckpt_path = run / "ckpt.pt"
+    state = torch.load(ckpt_path, map_location="cpu", weights_only=False) if a.resume and ckpt_path.exists() else None
+    if state is not None:
+        config = AcousticConfig(**state["config"])
+    else:
+        overrides = {f: getattr(a, f) for f in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                                               "head_dim", "intermediate_size") if getattr(a, f) is not None}
+        if "num_attention_heads" in overrides:
+            overrides["num_key_value_heads"] = overrides["num_attention_heads"]
+        config = AcousticConfig(**overrides, dropout=a.dropout)
+
+    utts, stats = load_utterances(a.feat_dir, config.frames_per_step, config.max_advance, config.max_phonemes, a.limit)
+    if state is None:
+        # The serving processor forces a move after max_steps_per_phoneme steps: allow the longest
+        # dwell seen in the data, plus a margin.
+        config.max_steps_per_phoneme = stats["max_dwell"] + 2
+    rng = random.Random(a.seed)
+    order = list(range(len(utts)))
+    rng.shuffle(order)
+    n_val = max(1, int(len(utts) * a.val_fraction))
+    val = [utts[i] for i in order[:n_val]]
+    train = [utts[i] for i in order[n_val:]]
+    hours = stats["frames"] * config.hop_length / config.sample_rate / 3600
+    print(f"utterances train={len(train)} val={len(val)} rejected={stats['rejected']} audio={hours:.2f} h "
+          f"max_dwell={stats['max_dwell']} -> max_steps_per_phoneme={config.max_steps_per_phoneme}", flush=True)
+
+    model = UtteraTTS(config).to(a.device)
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.98), weight_decay=0.01)
+    step, trained_s, epoch = 0, 0.0, 0
+    if state is None:
+        # Start the mel head at the data's mean log-mel (silence is -11.5, speech ~ -4): the L1 then
+        # spends no early steps on the offset.
+        mean = np.concatenate([u.mel.reshape(-1, config.n_mels) for u in train[:2000]]).astype(np.float32).mean(0)
+        with torch.no_grad():
+            model.mel_head.fc2.bias.copy_(torch.from_numpy(np.tile(mean, config.frames_per_step)))
+    if state is not None:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        step, trained_s, epoch = state["step"], state["trained_s"], state["epoch"]
+        rng.setstate(state["rng"])
+    print(f"params={model.num_params() / 1e6:.2f} M device={a.device} resume_step={step}", flush=True)
+    (run / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2))
+    budget = a.minutes * 60
+    log = (run / "log.jsonl").open("a")
+
+    def save() -> None:
+        torch.save({"config": dataclasses.asdict(config), "model": model.state_dict(), "opt": opt.state_dict(),
+                    "step": step, "trained_s": trained_s, "epoch": epoch, "rng": rng.getstate()}, ckpt_path.with_suffix(".tmp"))
+        ckpt_path.with_suffix(".tmp").replace(ckpt_path)
+
+    use_amp = a.device.startswith("cuda")
+    # The budget is wall-clock time of this and earlier sessions (loading, validation included).
+    session_start, trained_before = time.time(), trained_s
+    last_ckpt = time.time()
+    done = False
+    acc: dict[str, float] = {}
+    t_log = time.time()
+    lengths = [u.length for u in train]
+    while not done:
+        # One loader over many epochs' batches: worker start-up per epoch would cost more than an epoch.
+        plan = [length_batches(lengths, a.max_tokens, rng) for _ in range(50)]
+        batches = [b for epoch_batches in plan for b in epoch_batches]
+        epoch_of = [e for e, epoch_batches in enumerate(plan) for _ in epoch_batches]
+        loader = torch.utils.data.DataLoader(BatchDataset(train, batches, config.pointer_offset), batch_size=None,
+                                             shuffle=False, num_workers=a.workers, pin_memory=use_amp)
+        for i, batch in enumerate(loader):
+            if i and epoch_of[i] != epoch_of[i - 1]:
+                epoch += 1
+            lr = lr_at(trained_s / budget, step, a.lr, a.warmup)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            batch = to_device(batch, a.device)
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
+                loss, m = acoustic_loss(model, batch, a.mel_weight)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            step += 1
+            trained_s = trained_before + time.time() - session_start
+            for key, v in m.items():
+                acc[key] = acc.get(key, 0.0) + v
+            if step % a.log_every == 0:
+                rec = {"step": step, "epoch": epoch, "lr": lr, "trained_s": round(trained_s, 1), "grad_norm": float(gn),
+                       "steps_per_s": round(a.log_every / (time.time() - t_log), 2),
+                       **{k: v / a.log_every for k, v in acc.items()}}
+                log.write(json.dumps(rec) + "\n")
+                log.flush()
+                print(json.dumps(rec), flush=True)
+                acc, t_log = {}, time.time()
+            if step % a.val_every == 0:
+                rec = {"step": step, "epoch": epoch, **validate(model, val, a.device, a.max_tokens)}
+                log.write(json.dumps(rec) + "\n")
+                print(json.dumps(rec), flush=True)
+            if time.time() - last_ckpt > a.ckpt_minutes * 60:
+                save()
+                last_ckpt = time.time()
+            if trained_s >= budget or (a.max_steps and step >= a.max_steps):
+                done = True
+                break
+        else:
+            epoch += 1
+    rec = {"step": step, "epoch": epoch, "final": True, **validate(model, val, a.device, a.max_tokens)}
+    log.write(json.dumps(rec) + "\n")
+    print(json.dumps(rec), flush=True)
+    save()
+    log.close()
+
+
+if __name__ == "__main__":
+    main()

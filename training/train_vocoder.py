@@ -1,0 +1,218 @@
+"""Train `vocoder.model.Vocoder` on teacher audio (random segments, resumable).
+
+Each step takes `--batch` random segments of `--segment-frames` mel frames (x 256 samples) from the
+synthesis shards, analyses them with `vocoder.mel.MelSpectrogram`, vocodes, and minimizes
+`vocoder.losses`: 45 * mel L1 + multi-resolution STFT, plus (once `--gan-after` of the time budget
+has passed) hinge adversarial + feature-matching losses of vocoder/discriminators.py's multi-period
+and multi-resolution discriminators (Vocos weighting: MRD terms x 0.1). AdamW with cosine decay over the `--minutes` time budget
+(progress stored in the checkpoint, like train_acoustic.py), checkpoint `RUN/ckpt.pt`, log
+`RUN/log.jsonl`.
+
+    python -m training.train_vocoder SYNTH_DIR RUN_DIR [--minutes 15] [--resume] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from vocoder.config import VocoderConfig
+from vocoder.mel import MelSpectrogram
+from vocoder.model import Vocoder
+
+from vocoder.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
+from vocoder.losses import (MelLoss, MultiResolutionSTFTLoss, discriminator_loss, feature_matching_loss,
+                            generator_loss)
+
+MEL_WEIGHT = 45.0  # Vocos / HiFi-GAN
+MRD_WEIGHT = 0.1  # Vocos: multi-resolution discriminator terms relative to the multi-period ones
+
+
+class GAN(nn.Module):
+    """HiFi-GAN multi-period + Vocos multi-resolution discriminators, hinge losses."""
+
+    def __init__(self, mpd_channels: tuple[int, ...] = (32, 128, 512, 1024, 1024), mrd_channels: int = 32):
+        super().__init__()
+        self.mpd = MultiPeriodDiscriminator(channels=mpd_channels)
+        self.mrd = MultiResolutionDiscriminator(channels=mrd_channels)
+
+    def d_loss(self, wav: torch.Tensor, wav_hat: torch.Tensor) -> torch.Tensor:
+        loss = discriminator_loss(self.mpd(wav)[0], self.mpd(wav_hat)[0])
+        return loss + MRD_WEIGHT * discriminator_loss(self.mrd(wav)[0], self.mrd(wav_hat)[0])
+
+    def g_loss(self, wav: torch.Tensor, wav_hat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> (adversarial, feature matching)."""
+        total_adv, total_fm = 0.0, 0.0
+        for d, w in ((self.mpd, 1.0), (self.mrd, MRD_WEIGHT)):
+            with torch.no_grad():
+                _, real_maps = d(wav)
+            fake_logits, fake_maps = d(wav_hat)
+            total_adv = total_adv + w * generator_loss(fake_logits)
+            total_fm = total_fm + w * feature_matching_loss(real_maps, fake_maps)
+        return total_adv, total_fm
+
+
+class SegmentSampler:
+    """All teacher audio in one tensor; random `(B, frames * hop)` segments inside utterances."""
+
+    def __init__(self, synth_dir: str | Path, hop: int, device: str, limit: int = 0):
+        audio, starts, lengths = [], [], []
+        pos = 0
+        for path in sorted(Path(synth_dir).glob("shard_*.npz")):
+            z = np.load(path)
+            off = z["audio_off"]
+            audio.append(z["audio"])
+            for u in range(len(off) - 1):
+                starts.append(pos + off[u])
+                lengths.append(off[u + 1] - off[u])
+            pos += len(z["audio"])
+            if limit and len(starts) >= limit:
+                break
+        self.audio = torch.from_numpy(np.concatenate(audio)).to(device)
+        self.starts = torch.tensor(starts, device=device)
+        self.lengths = torch.tensor(lengths, device=device)
+        self.hop = hop
+        self.seconds = float(self.lengths.sum()) / 22050
+
+    def sample(self, batch: int, frames: int, g: torch.Generator) -> torch.Tensor:
+        n = frames * self.hop
+        dev = self.audio.device
+        u = torch.randint(len(self.starts), (batch,), generator=g, device="cpu").to(dev)
+        room = (self.lengths[u] - n).clamp(min=0)
+        off = (torch.rand(batch, generator=g, device="cpu").to(dev) * (room + 1).float()).long()
+        idx = (self.starts[u] + off).unsqueeze(1) + torch.arange(n, device=dev)
+        idx = idx.clamp(max=len(self.audio) - 1)
+        return self.audio[idx].float() / 32768.0
+
+
+def lr_at(progress: float, step: int, base: float, warmup: int) -> float:
+    if step < warmup:
+        return base * (step + 1) / warmup
+    return base * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("synth_dir")
+    parser.add_argument("run_dir")
+    parser.add_argument("--minutes", type=float, default=15.0)
+    parser.add_argument("--max-steps", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--segment-frames", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--gan-after", type=float, default=0.3,
+                        help="fraction of the time budget after which the GAN losses join (>= 1: never)")
+    parser.add_argument("--mpd-channels", default="32,128,512,1024,1024", help="HiFi-GAN MPD widths")
+    parser.add_argument("--mrd-channels", type=int, default=32)
+    parser.add_argument("--ckpt-minutes", type=float, default=3.0)
+    parser.add_argument("--log-every", type=int, default=50)
+    parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dim", type=int, default=None)
+    parser.add_argument("--intermediate-dim", type=int, default=None)
+    parser.add_argument("--num-layers", type=int, default=None)
+    a = parser.parse_args()
+
+    torch.manual_seed(a.seed)
+    random.seed(a.seed)
+    run = Path(a.run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    ckpt_path = run / "ckpt.pt"
+    state = torch.load(ckpt_path, map_location="cpu", weights_only=False) if a.resume and ckpt_path.exists() else None
+    if state is not None:
+        config = VocoderConfig.from_dict(state["config"])
+    else:
+        over = {k: getattr(a, k) for k in ("dim", "intermediate_dim", "num_layers") if getattr(a, k) is not None}
+        config = VocoderConfig(**over)
+    model = Vocoder(config).to(a.device).train()
+    mel = MelSpectrogram(config).to(a.device)
+    mel_loss = MelLoss(config).to(a.device)
+    stft_loss = MultiResolutionSTFTLoss().to(a.device)
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.8, 0.99), weight_decay=0.01)
+    mpd_channels = tuple(int(x) for x in a.mpd_channels.split(","))
+    disc = GAN(mpd_channels, a.mrd_channels).to(a.device) if a.gan_after < 1 else None
+    opt_d = torch.optim.AdamW(disc.parameters(), lr=a.lr, betas=(0.8, 0.99)) if disc is not None else None
+    g = torch.Generator().manual_seed(a.seed)
+    step, trained_s = 0, 0.0
+    if state is not None:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        step, trained_s = state["step"], state["trained_s"]
+        g.set_state(state["gen"])
+        if disc is not None and "disc" in state:
+            disc.load_state_dict(state["disc"])
+            opt_d.load_state_dict(state["opt_d"])
+    data = SegmentSampler(a.synth_dir, config.hop_length, a.device, a.limit)
+    print(f"vocoder params={model.num_params() / 1e6:.2f} M gan_after={a.gan_after if disc else None} "
+          f"audio={data.seconds / 3600:.2f} h device={a.device} resume_step={step}", flush=True)
+    (run / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    log = (run / "log.jsonl").open("a")
+    budget = a.minutes * 60
+
+    def save() -> None:
+        st = {"config": config.to_dict(), "model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+              "trained_s": trained_s, "gen": g.get_state()}
+        if disc is not None:
+            st.update(disc=disc.state_dict(), opt_d=opt_d.state_dict())
+        torch.save(st, ckpt_path.with_suffix(".tmp"))
+        ckpt_path.with_suffix(".tmp").replace(ckpt_path)
+
+    session_start, trained_before = time.time(), trained_s
+    last_ckpt, t_log = time.time(), time.time()
+    acc: dict[str, float] = {}
+    while trained_s < budget and not (a.max_steps and step >= a.max_steps):
+        lr = lr_at(trained_s / budget, step, a.lr, a.warmup)
+        for pg in opt.param_groups + (opt_d.param_groups if opt_d else []):
+            pg["lr"] = lr
+        wav = data.sample(a.batch, a.segment_frames, g)
+        with torch.no_grad():
+            m = mel(wav)
+        wav_hat = model(m)
+        parts = {"mel_l1": mel_loss(wav_hat, wav), "stft": stft_loss(wav_hat, wav)}
+        loss = MEL_WEIGHT * parts["mel_l1"] + parts["stft"]
+        if disc is not None and trained_s >= a.gan_after * budget:
+            d_loss = disc.d_loss(wav, wav_hat.detach())
+            opt_d.zero_grad(set_to_none=True)
+            d_loss.backward()
+            opt_d.step()
+            parts["adv"], parts["fm"] = disc.g_loss(wav, wav_hat)
+            parts["d_loss"] = d_loss
+            loss = loss + parts["adv"] + 2.0 * parts["fm"]
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
+        opt.step()
+        step += 1
+        trained_s = trained_before + time.time() - session_start
+        for k, v in {"loss": float(loss.detach()), **{k: float(v.detach()) for k, v in parts.items()}}.items():
+            acc[k] = acc.get(k, 0.0) + v
+        if step % a.log_every == 0:
+            rec = {"step": step, "lr": lr, "trained_s": round(trained_s, 1), "grad_norm": float(gn),
+                   "steps_per_s": round(a.log_every / (time.time() - t_log), 2),
+                   **{k: v / a.log_every for k, v in acc.items()}}
+            log.write(json.dumps(rec) + "\n")
+            log.flush()
+            print(json.dumps(rec), flush=True)
+            acc, t_log = {}, time.time()
+        if time.time() - last_ckpt > a.ckpt_minutes * 60:
+            save()
+            last_ckpt = time.time()
+    save()
+    log.close()
+    print(f"vocoder done: step={step} trained_s={trained_s:.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
