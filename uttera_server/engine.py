@@ -44,6 +44,8 @@ class EngineStats:
     # Requests that ended in the engine, by vLLM finish reason: "stop" (the model said STOP), "length"
     # (hit max_tokens: a runaway, which the pointer rules should make impossible), "abort".
     finished: Counter = field(default_factory=Counter)
+    preemptions: int = 0  # requests the scheduler preempted (to recompute later), cumulative
+    prefix_cache_hits: int = 0  # prompt tokens served from cached KV blocks, cumulative
 
 
 def _stat_logger_factory(stats: EngineStats):
@@ -54,8 +56,11 @@ def _stat_logger_factory(stats: EngineStats):
             pass
 
         def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
+            if iteration_stats is not None:
+                stats.preemptions += iteration_stats.num_preempted_reqs
             if scheduler_stats is None:
                 return
+            stats.prefix_cache_hits += scheduler_stats.prefix_cache_stats.hits
             stats.num_running = scheduler_stats.num_running_reqs
             stats.num_waiting = scheduler_stats.num_waiting_reqs + scheduler_stats.num_skipped_waiting_reqs
             stats.kv_cache_usage = scheduler_stats.kv_cache_usage
