@@ -1,6 +1,13 @@
-"""Shared fixtures: a tiny random-weight model directory, generated once per session (no network)."""
+"""Shared fixtures: a tiny random-weight model directory, generated once per session (no network), and the
+real `uttera serve` on it, shared by tests/server and tests/voice_agent.
+
+`server` (session scope) runs `python -m uttera_server serve --model <tiny_model_dir> ...` on a free port
+(see _server_process.py), waits until GET /health answers 200, and stops it with SIGTERM at the end
+(asserting a clean exit). It starts only when a test asks for it.
+"""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -17,3 +24,38 @@ def tiny_model_dir(tmp_path_factory):
     from uttera_server.tiny_model import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("models") / "tiny", seed=0)
+
+
+@pytest.fixture(scope="session")
+def model_dir(tiny_model_dir) -> Path:
+    return tiny_model_dir
+
+
+@pytest.fixture(scope="session")
+def server(model_dir, tmp_path_factory):
+    from _server_process import start_server
+
+    s = start_server(Path(model_dir), tmp_path_factory.mktemp("server") / "server.log")
+    yield s
+    s.stop_cleanly()
+
+
+@pytest.fixture(scope="session")
+def base_url(server) -> str:
+    return server.url
+
+
+@pytest.fixture(scope="session")
+def ws_url(base_url) -> str:
+    return base_url.replace("http://", "ws://") + "/v1/audio/speech/stream"
+
+
+@pytest.fixture
+async def http(base_url):
+    """An httpx client of the test server."""
+    import httpx
+
+    from _server_process import timeout
+
+    async with httpx.AsyncClient(base_url=base_url, timeout=timeout(60)) as client:
+        yield client

@@ -81,6 +81,16 @@ def build_parser() -> argparse.ArgumentParser:
                        default=argparse.SUPPRESS,
                        help=f"seconds active streams may finish after SIGTERM before they are cancelled "
                             f"(default: {ServerConfig.__dataclass_fields__['graceful_shutdown_s'].default})")
+    ws = serve.add_argument_group("websocket")
+    _flag(ws, ServerConfig, "ws_max_contexts", "contexts open at once on one socket", type=int)
+    _flag(ws, ServerConfig, "ws_max_buffered_chars", "text of one context not yet synthesized, in characters",
+          unset="--max-input-chars", type=int)
+    _flag(ws, ServerConfig, "ws_idle_timeout_s", "close a socket with nothing to do after this many seconds",
+          type=float)
+    _flag(ws, ServerConfig, "ws_max_wait_ms",
+          "ms text may wait for a sentence or clause end before it is spoken up to its last word", type=float)
+    _flag(ws, ServerConfig, "ws_min_chunk_chars", "shortest text cut at a clause mark or by the max wait",
+          type=int)
     say = commands.add_parser("say", parents=[common], help="synthesize TEXT into a WAV file, without a server")
     say.add_argument("text")
     say.add_argument("-o", "--output", type=Path, default=Path("out.wav"), help="WAV file to write")

@@ -81,6 +81,13 @@ class ServerConfig:
     max_input_chars: longest text of one HTTP request or one WebSocket flush, in characters.
     graceful_shutdown_s: on SIGTERM, how long active streams may run on before they are cancelled.
     ws_max_contexts: contexts one WebSocket may have open at once.
+    ws_max_buffered_chars: text one WebSocket context may hold that is not yet synthesized, in characters;
+        None takes max_input_chars.
+    ws_idle_timeout_s: a WebSocket with nothing being synthesized and no client message for this long is
+        closed (1000, "idle_timeout"); a client may ask for less with `?idle_timeout_s=`.
+    ws_max_wait_ms: longest time WebSocket text may wait for a sentence or clause boundary before it is
+        synthesized up to its last complete word.
+    ws_min_chunk_chars: shortest piece of WebSocket text cut at a clause mark or by the max wait.
     ws_outbox_high_bytes / ws_outbox_low_bytes: audio queued for one slow WebSocket client; synthesis for
         that socket pauses above the high watermark and resumes below the low one.
     """
@@ -92,6 +99,10 @@ class ServerConfig:
     log_level: str = "info"
     graceful_shutdown_s: float = 30.0
     ws_max_contexts: int = 8
+    ws_max_buffered_chars: int | None = None
+    ws_idle_timeout_s: float = 60.0
+    ws_max_wait_ms: float = 300.0
+    ws_min_chunk_chars: int = 20
     ws_outbox_high_bytes: int = 1 << 20
     ws_outbox_low_bytes: int = 1 << 18
     engine: EngineConfig = field(default_factory=EngineConfig)
@@ -109,7 +120,12 @@ class ServerConfig:
             raise ConfigError(f"log_level (--log-level) must be one of {', '.join(LOG_LEVELS)}")
         if self.graceful_shutdown_s < 0:
             raise ConfigError("graceful_shutdown_s (--graceful-shutdown-timeout) must be >= 0")
-        _positive("ws_max_contexts", self.ws_max_contexts)
+        _positive("ws_max_contexts (--ws-max-contexts)", self.ws_max_contexts)
+        if self.ws_max_buffered_chars is not None:
+            _positive("ws_max_buffered_chars (--ws-max-buffered-chars)", self.ws_max_buffered_chars)
+        _positive("ws_idle_timeout_s (--ws-idle-timeout-s)", self.ws_idle_timeout_s)
+        _positive("ws_max_wait_ms (--ws-max-wait-ms)", self.ws_max_wait_ms)
+        _positive("ws_min_chunk_chars (--ws-min-chunk-chars)", self.ws_min_chunk_chars)
         if not 0 < self.ws_outbox_low_bytes <= self.ws_outbox_high_bytes:
             raise ConfigError("need 0 < ws_outbox_low_bytes <= ws_outbox_high_bytes")
 
@@ -118,6 +134,11 @@ class ServerConfig:
         """Largest accepted HTTP body: the longest input with every character JSON-escaped as a UTF-16
         surrogate pair (12 bytes), plus room for the other fields."""
         return 12 * self.max_input_chars + 4096
+
+    @property
+    def ws_buffer_chars(self) -> int:
+        """`ws_max_buffered_chars`, or `max_input_chars` when unset."""
+        return self.max_input_chars if self.ws_max_buffered_chars is None else self.ws_max_buffered_chars
 
     @property
     def ws_max_message_bytes(self) -> int:

@@ -12,6 +12,7 @@
       ServiceUnavailable                retry later (HTTP 503)
         EngineNotReady, ShuttingDown
       SynthesisFailed                   the engine failed during a request (HTTP 500)
+      ServerFault                       the server's own machinery failed (WebSocket: close 1011)
     ConfigError (ValueError)            invalid server or engine configuration (the CLI exits with 2)
 
 The class attributes below are the one place where an error maps to an HTTP status, an OpenAI-style
@@ -131,7 +132,7 @@ class MissingField(MalformedRequest):
 class UnknownMessageType(MalformedRequest):
     code = "unknown_message_type"
     param = "type"
-    default_message = "unknown message type: use text, flush, end or cancel"
+    default_message = "unknown message type: use text, flush, end, cancel or keepalive"
 
 
 class BinaryNotSupported(MalformedRequest):
@@ -158,6 +159,11 @@ class ShuttingDown(ServiceUnavailable):
 class SynthesisFailed(UtteraError):
     code = "synthesis_failed"
     default_message = "synthesis failed inside the engine; the server log has the details"
+
+
+class ServerFault(UtteraError):
+    code = "internal_error"
+    default_message = "internal server error (the server log has the details): reconnect and retry"
 
 
 def as_uttera_error(exc: BaseException) -> UtteraError:

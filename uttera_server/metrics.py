@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from enum import StrEnum
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,12 @@ class _EngineQueueCollector(Collector):
             waiting.add_metric([], stats.num_waiting)
             running.add_metric([], stats.num_running)
             kv.add_metric([], stats.kv_cache_usage)
+            finished = CounterMetricFamily("uttera_engine_requests_finished",
+                                           "Engine requests ended, by reason: stop, length (a runaway), abort",
+                                           labels=["reason"])
+            for reason, count in sorted(stats.finished.items()):
+                finished.add_metric([reason], count)
+            families = (*families, finished)
         except Exception:  # engine not started or gone: export the names without samples
             log.debug("engine_stats() failed at scrape time", exc_info=True)
         return iter(families)
@@ -80,6 +86,16 @@ class ServerMetrics:
             ["transport", "status"], registry=r,
         )  # fmt: skip
         self.audio_seconds = Counter("uttera_audio_seconds", "Seconds of audio sent", registry=r)
+        self.stream_underruns = Counter(
+            "uttera_stream_underruns",
+            "WebSocket audio that arrived after the audio sent before it for its context would have finished "
+            "playing (wall time from the context's first audio), while its text was already there",
+            registry=r,
+        )  # fmt: skip
+        self.cancellations = Counter(
+            "uttera_cancellations", "WebSocket contexts cancelled by the client (barge-in)", registry=r
+        )  # fmt: skip
+        self.ws_connections = Gauge("uttera_ws_connections", "Open WebSocket connections", registry=r)
         r.register(_EngineQueueCollector(engine_stats))
         for transport in Transport:  # export every series from the start, at zero
             self.time_to_first_audio.labels(transport)

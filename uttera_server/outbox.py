@@ -1,7 +1,9 @@
 """Frames waiting for one WebSocket's writer task, with audio bounded by byte watermarks.
 
-Audio producers wait while more than `high` bytes of audio are queued, until the writer brings it down
-to `low` (a client that stops reading pauses its own synthesis instead of growing server memory).
+Audio producers check `wait_writable()` before they pull more audio: it waits while more than `high`
+bytes of audio are queued, until the writer brings it down to `low` (a client that stops reading pauses
+its own synthesis instead of growing server memory). `put_audio` itself never waits, so the session can
+run the protocol's actions in order without yielding between them.
 Control messages never wait: they are few and small, and a `cancelled` or `error` must not be stuck
 behind audio of a client that stopped reading.
 """
@@ -44,10 +46,15 @@ class Outbox:
         self._items.append(item)
         self._nonempty.set()
 
-    async def put_audio(self, context_id: str, frame: bytes) -> None:
-        """Queue an audio frame, first waiting while the queue is above the high watermark."""
+    async def wait_writable(self) -> None:
+        """Return once queued audio is at most `high` bytes (after having been above it: at most `low`);
+        raises `OutboxClosed` once the writer is gone."""
         while not self._resume.is_set():
             await self._resume.wait()
+        self._check_open()
+
+    def put_audio(self, context_id: str, frame: bytes) -> None:
+        """Queue an audio frame now (producers call `wait_writable` before making more)."""
         self._check_open()
         self._items.append(Outgoing(frame, context_id))
         self._audio_bytes += len(frame)

@@ -1,7 +1,8 @@
 """Text in, PCM out, streamed: frontend -> patched vLLM engine (mel) -> streaming vocoder (PCM).
 
 `Synthesizer.stream()` validates the request synchronously (so a server can answer 4xx before any
-audio), then returns an async iterator of `AudioChunk`s. Sentences are generated one after another by
+audio), then returns an async iterator of `AudioChunk`s (and, with `with_timestamps=True`, of
+`WordTimings` too, each one before or with the audio it describes). Sentences are generated one after another by
 a producer task that runs ahead of the consumer: the next sentence's engine request starts as soon as
 the previous one has generated its last step, while its audio is still being vocoded and sent. Closing
 the iterator (or cancelling its task) cancels the producer, which aborts the engine request, and drops
@@ -22,9 +23,10 @@ import numpy as np
 
 from .config import EngineConfig
 from .engine import EngineStats, MelEngine
-from .errors import EmptyInput, EngineNotReady, InputTooLong, InvalidSpeed, SynthesisFailed, UnknownVoice
+from .errors import ConfigError, EmptyInput, EngineNotReady, InputTooLong, InvalidSpeed, SynthesisFailed, UnknownVoice
 from .model_dir import VoiceModelConfig
 from .speed import MAX_SPEED, MIN_SPEED, MelTimeScale
+from .word_clock import SentenceWordClock, WordTiming
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +48,26 @@ class AudioChunk:
     sentence: int  # index of the sentence this audio belongs to
 
 
+@dataclass(frozen=True, slots=True)
+class WordTimings:
+    """Words whose place in the audio is now known, in order; times are from the stream's first sample."""
+
+    words: tuple[WordTiming, ...]
+    sentence: int  # index of the sentence they belong to
+
+
 def to_int16(audio: np.ndarray) -> np.ndarray:
     return (np.clip(audio, -1.0, 1.0) * 32767.0).astype(np.int16)
 
 
 class Synthesizer:
     def __init__(self, model_dir: str | Path, engine: EngineConfig, *, max_input_chars: int = 4096):
+        import engine_patches
+
+        try:  # fail at once, before the server listens, with a message that says what to install
+            engine_patches.check_vllm_version()
+        except engine_patches.UnsupportedVLLMVersion as e:
+            raise ConfigError(str(e)) from None
         self.model = VoiceModelConfig.load(model_dir)
         self.engine_config = engine
         self.max_input_chars = max_input_chars
@@ -115,36 +131,58 @@ class Synthesizer:
                                "split the text into several requests")
 
     def stream(self, text: str, *, voice: str = DEFAULT_VOICE, speed: float = 1.0,
-               request_id: str | None = None) -> AsyncIterator[AudioChunk]:
-        """Validate now, then return the audio of `text` as an async iterator of chunks."""
+               request_id: str | None = None, with_timestamps: bool = False,
+               text_offset: int = 0) -> AsyncIterator[AudioChunk | WordTimings]:
+        """Validate now, then return the audio of `text` as an async iterator of chunks.
+
+        With `with_timestamps`, `WordTimings` items are interleaved with the chunks: every word of `text`
+        as written (`Sentence.words`), once, in order, each sent once the engine's pointer has moved past
+        it (so before or with its audio), times in ms from the first sample of this stream. Character
+        spans are indices into `text` plus `text_offset`.
+        """
         from .frontend import prepare
 
         self.validate(text, voice, speed)
         if not self.is_ready():
             raise EngineNotReady()
         try:
-            sentences = prepare(text, max_phonemes=min(self.model.max_phonemes, 400))
+            sentences = prepare(text, max_phonemes=min(self.model.max_phonemes, 400), offset=text_offset)
         except ValueError as e:
             raise EmptyInput(f"nothing to speak in the input: {e}") from None
         if not sentences:
             raise EmptyInput("nothing to speak in the input")
-        return self._generate([s.phoneme_ids for s in sentences], float(speed),
-                              request_id or uuid.uuid4().hex)
+        return self._generate(sentences, float(speed), request_id or uuid.uuid4().hex, with_timestamps)
 
-    async def _generate(self, prompts: list[list[int]], speed: float, request_id: str) -> AsyncIterator[AudioChunk]:
+    async def _generate(self, sentences, speed: float, request_id: str,
+                        with_timestamps: bool) -> AsyncIterator[AudioChunk | WordTimings]:
         worker = self._worker
         opened: list[str] = []
         handoff: asyncio.Queue = asyncio.Queue()  # (sentence index, pcm queue) or an exception
-        producer = asyncio.create_task(self._produce(prompts, speed, request_id, handoff, opened))
+        producer = asyncio.create_task(self._produce(sentences, speed, request_id, handoff, opened,
+                                                     with_timestamps))
+        samples = 0  # yielded so far: the start of the next sentence's audio
+        last_span = None  # a word cut in two by a long-sentence split is reported once
         try:
-            for _ in prompts:
+            for _ in sentences:
                 item = await handoff.get()
                 if isinstance(item, BaseException):
                     raise item
                 index, pcm_queue = item
+                base_ms = 1000.0 * samples / self.sample_rate
                 while (pcm := await pcm_queue.get()) is not None:
                     if isinstance(pcm, BaseException):
                         raise SynthesisFailed() from pcm
+                    if isinstance(pcm, list):  # WordTiming of this sentence, relative to its start
+                        words = []
+                        for w in pcm:
+                            if (w.char_start, w.char_end) != last_span:
+                                last_span = (w.char_start, w.char_end)
+                                words.append(WordTiming(w.word, base_ms + w.start_ms, base_ms + w.end_ms,
+                                                        w.char_start, w.char_end))
+                        if words:
+                            yield WordTimings(tuple(words), index)
+                        continue
+                    samples += pcm.shape[0]
                     yield AudioChunk(to_int16(pcm), index)
             await producer
         finally:
@@ -157,22 +195,34 @@ class Synthesizer:
             for sid in opened:
                 worker.cancel(sid)
 
-    async def _produce(self, prompts, speed, request_id, handoff: asyncio.Queue, opened: list[str]) -> None:
-        worker = self._worker
-        for index, ids in enumerate(prompts):
+    async def _produce(self, sentences, speed, request_id, handoff: asyncio.Queue, opened: list[str],
+                       with_timestamps: bool) -> None:
+        """Run the engine for each sentence in turn; mel goes to the vocoder, which delivers PCM to the
+        sentence's queue, and word timings go straight to the same queue (so they precede their audio)."""
+        worker, m = self._worker, self.model
+        step_ms = 1000.0 * m.frames_per_step * m.hop_length / m.sample_rate / speed
+        for index, sentence in enumerate(sentences):
             sid = f"{request_id}-{index}-{next(self._ids)}"
             pcm_queue = worker.open(sid)
             opened.append(sid)
             handoff.put_nowait((index, pcm_queue))
             scale = MelTimeScale(speed)
+            clock = SentenceWordClock(sentence.phoneme_words, sentence.words, step_ms) if with_timestamps else None
+            frames_out = 0
             try:
-                async for step in self._engine.generate(ids, request_id=sid):
+                async for step in self._engine.generate(sentence.phoneme_ids, request_id=sid):
+                    if clock is not None and (words := clock.step(step.pointer)):
+                        pcm_queue.put_nowait(words)
                     frames = scale.push(step.mel)
                     if frames.shape[0]:
+                        frames_out += frames.shape[0]
                         worker.push(sid, frames)
                 tail = scale.flush()
                 if tail.size:
+                    frames_out += tail.shape[0]
                     worker.push(sid, tail)
+                if clock is not None and (words := clock.finish(frames_out * m.frame_ms)):
+                    pcm_queue.put_nowait(words)
                 worker.finish(sid)
             except asyncio.CancelledError:
                 raise

@@ -1,12 +1,15 @@
-"""Wire format of `WebSocket /v1/audio/speech/stream`, without I/O.
+"""Wire format of `WebSocket /v1/audio/speech/stream`, without I/O (docs/protocol.md is the reference).
 
 Client -> server, JSON text messages (`context_id` optional, default "default"):
     {"type": "text", "text": str, "context_id"?, "voice"?: str, "speed"?: number}
     {"type": "flush" | "end" | "cancel", "context_id"?}
+    {"type": "keepalive"}
 Server -> client:
     {"type": "started", "context_id", "sample_rate", "format": "pcm_s16le"}
     binary audio frame: 0x01, n (1 byte), context id (n bytes of UTF-8), PCM s16le mono
-    {"type": "done", "context_id", "audio_ms"}
+    {"type": "timestamps", "context_id", "words": [{"word", "start_ms", "end_ms", "char_start", "char_end"}]}
+    {"type": "flushed", "context_id"}
+    {"type": "done", "context_id", "audio_ms", "usage": {"characters", "audio_ms"}}
     {"type": "cancelled", "context_id"}
     {"type": "error", "code", "message", "context_id"?}
 """
@@ -29,6 +32,7 @@ class MessageType(StrEnum):
     FLUSH = "flush"
     END = "end"
     CANCEL = "cancel"
+    KEEPALIVE = "keepalive"
 
 
 _MESSAGE_TYPES = frozenset(t.value for t in MessageType)
@@ -43,6 +47,32 @@ class ClientMessage:
     speed: float | None = None  # TEXT only; None = not given
 
 
+@dataclass(frozen=True, slots=True)
+class WordTime:
+    """One word as the user wrote it, placed on the context's audio timeline."""
+
+    word: str
+    start_ms: int  # from the start of the context's audio
+    end_ms: int
+    char_start: int  # [char_start, char_end): the word in the context's text (all its `text` fragments
+    char_end: int  # concatenated), in Unicode code points
+
+
+def parse_idle_timeout(query: dict[str, str], server_max_s: float) -> float:
+    """The connection's idle timeout: `?idle_timeout_s=` (seconds, at most the server's), else the server's."""
+    raw = query.get("idle_timeout_s")
+    if raw is None:
+        return server_max_s
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= server_max_s:  # also refuses nan
+        raise InvalidType(f"idle_timeout_s must be a number of seconds in (0, {server_max_s:g}], got {raw!r}",
+                          param="idle_timeout_s")
+    return value
+
+
 def parse_client_message(data: str) -> ClientMessage:
     """One client text message -> `ClientMessage`; raises `MalformedRequest` subclasses."""
     try:
@@ -53,7 +83,9 @@ def parse_client_message(data: str) -> ClientMessage:
         raise InvalidJSON(f"each message must be a JSON object, got {type(obj).__name__}")
     kind = get_str(obj, "type")
     if kind not in _MESSAGE_TYPES:
-        raise UnknownMessageType(f"unknown message type {kind!r}: use text, flush, end or cancel")
+        raise UnknownMessageType(f"unknown message type {kind!r}: use text, flush, end, cancel or keepalive")
+    if kind == MessageType.KEEPALIVE:
+        return ClientMessage(MessageType.KEEPALIVE)
     context_id = get_str(obj, "context_id", DEFAULT_CONTEXT)
     try:
         n = len(context_id.encode())
@@ -90,8 +122,20 @@ def started(context_id: str, sample_rate: int) -> dict:
     return {"type": "started", "context_id": context_id, "sample_rate": sample_rate, "format": PCM_FORMAT}
 
 
-def done(context_id: str, audio_ms: int) -> dict:
-    return {"type": "done", "context_id": context_id, "audio_ms": audio_ms}
+def timestamps(context_id: str, words: list[WordTime]) -> dict:
+    return {"type": "timestamps", "context_id": context_id, "words": [
+        {"word": w.word, "start_ms": w.start_ms, "end_ms": w.end_ms, "char_start": w.char_start,
+         "char_end": w.char_end} for w in words
+    ]}  # fmt: skip
+
+
+def flushed(context_id: str) -> dict:
+    return {"type": "flushed", "context_id": context_id}
+
+
+def done(context_id: str, audio_ms: int, characters: int) -> dict:
+    return {"type": "done", "context_id": context_id, "audio_ms": audio_ms,
+            "usage": {"characters": characters, "audio_ms": audio_ms}}
 
 
 def cancelled(context_id: str) -> dict:

@@ -1,21 +1,23 @@
-"""The speech-stream session as a pure state machine: messages and synthesis events in, actions out.
+"""The speech-stream session as a pure state machine: messages, synthesis events and time in, actions out.
 
-`SpeechSessionProtocol` does no I/O. `ws_stream.py` feeds it client messages (`receive_text`,
-`receive_bytes`, `connection_lost`), synthesis events (`audio`, `segment_done`, `segment_failed`) and
-server events (`begin_drain`, `cancel_all`), and executes the returned actions in order.
+`SpeechSessionProtocol` does no I/O and reads time only from the clock it is given. `ws_stream.py`
+feeds it client messages (`receive_text`, `receive_bytes`, `connection_lost`), synthesis events
+(`audio`, `words`, `segment_done`, `segment_failed`), timer expiries (`on_timer`, due at
+`next_deadline()`) and server events (`begin_drain`, `cancel_all`, `server_fault`), and executes the
+returned actions (ws_actions.py) in order. docs/protocol.md specifies what the client sees.
 
-A context is one utterance stream: its first `text` opens it (`started`), text accumulates, `flush`
-cuts the buffer into a `Segment` for the synthesizer, `end` flushes and answers `done` after the last
-audio, `cancel` stops it at once. Segments of a context are synthesized one after another, in order.
-Later work (incremental segmentation, pipelined segments, word timestamps) changes how segments are cut
-from `_Context.parts` and what `audio` emits, not the actions.
+A context (ws_context.py) is one utterance stream, opened by its first `text`; many run at once on one
+socket, independently. The session owns what spans contexts: routing synthesis events by segment id,
+the limits, the idle timeout, draining and closing.
 
 Errors: a malformed message (bad JSON, wrong shape, unknown type, binary) is answered with `error` and
-closes the socket with 1008. A bad request inside well-formed JSON (unknown voice, input too long, ...)
-is answered with `error` carrying the `context_id`; when it concerns an open context, that context ends.
+closes the socket with 1008. A bad request inside well-formed JSON (unknown voice, too much text, ...)
+is answered with `error` carrying the `context_id`; when it concerns an open context, that context ends
+and the socket stays open. A server fault answers `error` and closes with 1011.
 """
 
-from collections import deque
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum, auto
 
@@ -33,9 +35,26 @@ from .errors import (
 )
 from .metrics import Outcome
 from .speech_params import DEFAULT_VOICE, check_speed, check_voice
-from .wav import duration_s
+from .text_chunker import ChunkerConfig
+from .word_clock import WordTiming
+from .ws_actions import (
+    Action,
+    ClientCancelled,
+    Close,
+    RequestRejected,
+    SendMessage,
+    StartSynthesis,
+    StopSynthesis,
+    StreamClosed,
+    StreamOpened,
+)
+from .ws_context import ContextConfig, ContextState, ContextStream
 
+WS_NORMAL_CLOSURE = 1000  # RFC 6455: the idle timeout closes a socket that has nothing to do
 WS_GOING_AWAY = 1001  # RFC 6455: the server is shutting down
+WS_INTERNAL_ERROR = 1011  # RFC 6455: the server hit a fault it cannot recover the session from
+IDLE_CLOSE_REASON = "idle_timeout"
+SHUTDOWN_CLOSE_REASON = "server shutting down"
 
 
 class SessionState(Enum):
@@ -44,112 +63,52 @@ class SessionState(Enum):
     CLOSED = auto()  # Close emitted or connection lost: no more input
 
 
-class ContextState(Enum):
-    OPEN = auto()  # accepting text
-    ENDING = auto()  # `end` received: synthesizing what is left, then `done`
-
-
 @dataclass(frozen=True, slots=True)
 class SessionLimits:
     sample_rate: int  # Hz of the PCM the synthesizer yields
     voices: frozenset[str]
-    max_input_chars: int  # per segment (the text between two flushes)
-    max_contexts: int
+    max_buffered_chars: int  # text of one context received but not yet synthesized, in characters
+    max_contexts: int  # contexts open at once on one socket
+    idle_timeout_s: float = 60.0  # close after this long without a client message while nothing is synthesized
+    chunking: ChunkerConfig = field(default_factory=ChunkerConfig)
+    pipeline_depth: int = 2  # segments of one context synthesized at once
+    max_held_bytes: int = 1 << 20  # audio one segment may buffer while an earlier one still streams
 
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """Text the synthesizer turns into one audio stream."""
-
-    id: int  # unique within the session
-    context_id: str
-    text: str
-    voice: str
-    speed: float
-
-
-# Actions, executed in order by the I/O layer.
-@dataclass(frozen=True, slots=True)
-class SendMessage:
-    message: dict  # a JSON text message
-
-
-@dataclass(frozen=True, slots=True)
-class SendAudio:
-    context_id: str
-    frame: bytes  # encoded binary frame; queued audio of a context is dropped by StopSynthesis
-
-
-@dataclass(frozen=True, slots=True)
-class StartSynthesis:
-    segment: Segment
-
-
-@dataclass(frozen=True, slots=True)
-class StopSynthesis:
-    segment: Segment  # abort it (close the synthesizer iterator) and drop its context's queued audio
-
-
-@dataclass(frozen=True, slots=True)
-class StreamOpened:
-    context_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class StreamClosed:
-    context_id: str
-    outcome: Outcome
-    audio_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class RequestRejected:
-    """A request refused before any context opened (counts as an error request)."""
-
-    code: str
-
-
-@dataclass(frozen=True, slots=True)
-class Close:
-    code: int
-    reason: str
-
-
-Action = (
-    SendMessage | SendAudio | StartSynthesis | StopSynthesis | StreamOpened | StreamClosed | RequestRejected | Close
-)
-
-
-@dataclass(slots=True)
-class _Context:
-    id: str
-    voice: str
-    speed: float
-    state: ContextState = ContextState.OPEN
-    parts: list[str] = field(default_factory=list)  # text since the last flush
-    n_chars: int = 0  # sum of len(parts)
-    pending: deque[Segment] = field(default_factory=deque)
-    active: Segment | None = None
-    any_segment: bool = False  # some non-blank text was flushed
-    audio_bytes: int = 0
+    def __post_init__(self) -> None:
+        if self.idle_timeout_s <= 0:
+            raise ValueError(f"idle_timeout_s must be positive, got {self.idle_timeout_s}")
+        if self.max_buffered_chars < 1 or self.max_contexts < 1:
+            raise ValueError("max_buffered_chars and max_contexts must be >= 1")
 
 
 class SpeechSessionProtocol:
-    def __init__(self, limits: SessionLimits):
+    def __init__(self, limits: SessionLimits, clock: Callable[[], float] = time.monotonic):
         self.limits = limits
+        self.clock = clock
         self.state = SessionState.OPEN
-        self._contexts: dict[str, _Context] = {}
-        self._active: dict[int, _Context] = {}  # segment id -> its context, while synthesizing
+        self._context_config = ContextConfig(limits.sample_rate, limits.chunking, limits.pipeline_depth)
+        self._contexts: dict[str, ContextStream] = {}
+        self._segments: dict[int, ContextStream] = {}  # running segment id -> its context
         self._next_segment = 0
+        self._last_activity = clock()
 
     @property
     def open_contexts(self) -> int:
         return len(self._contexts)
 
+    def segment_live(self, segment_id: int) -> bool:
+        return segment_id in self._segments
+
+    def holds_too_much(self, segment_id: int) -> bool:
+        """True while a pipelined segment holds more audio than allowed: its producer should wait."""
+        ctx = self._segments.get(segment_id)
+        return ctx is not None and ctx.holds_too_much(segment_id, self.limits.max_held_bytes)
+
     # --- client input ---------------------------------------------------------------------------
 
     def receive_text(self, data: str) -> list[Action]:
         self._expect_input()
+        self._last_activity = self.clock()
         try:
             msg = wire.parse_client_message(data)
         except MalformedRequest as e:
@@ -163,41 +122,68 @@ class SpeechSessionProtocol:
                 return self._on_end(msg)
             case wire.MessageType.CANCEL:
                 return self._on_cancel(msg)
+            case wire.MessageType.KEEPALIVE:
+                return []  # resetting the idle clock (above) is all it does
 
     def receive_bytes(self, data: bytes) -> list[Action]:
         self._expect_input()
         return self._fatal(BinaryNotSupported())
 
     def connection_lost(self) -> list[Action]:
-        if self.state is SessionState.CLOSED:
+        if self.state is SessionState.CLOSED and not self._contexts:
             return []
-        actions = self._close_all(Outcome.DISCONNECTED)
+        actions = self._end_all(Outcome.DISCONNECTED)
         self.state = SessionState.CLOSED
         return actions
 
     # --- synthesis events -----------------------------------------------------------------------
 
     def audio(self, segment_id: int, pcm: bytes) -> list[Action]:
-        """PCM s16le of an active segment -> one audio frame; stale segments (cancelled) give nothing."""
-        ctx = self._active.get(segment_id)
-        if ctx is None:
-            return []
-        ctx.audio_bytes += len(pcm)
-        return [SendAudio(ctx.id, wire.encode_audio_frame(ctx.id, pcm))]
+        """PCM s16le of a running segment; stale segments (cancelled, failed) give nothing."""
+        ctx = self._segments.get(segment_id)
+        return [] if ctx is None else ctx.audio(segment_id, pcm, self.clock())
+
+    def words(self, segment_id: int, words: list[WordTiming]) -> list[Action]:
+        """Word timings of a running segment, times relative to the segment's own audio."""
+        ctx = self._segments.get(segment_id)
+        return [] if ctx is None else ctx.words(segment_id, words)
 
     def segment_done(self, segment_id: int) -> list[Action]:
-        ctx = self._active.pop(segment_id, None)
+        ctx = self._segments.pop(segment_id, None)
         if ctx is None:
             return []
-        ctx.active = None
-        return self._advance(ctx)
+        now = self._last_activity = self.clock()  # the idle clock starts when the work ends
+        return self._after(ctx, ctx.segment_done(segment_id, now))
 
     def segment_failed(self, segment_id: int, error: UtteraError) -> list[Action]:
-        ctx = self._active.pop(segment_id, None)
+        ctx = self._segments.get(segment_id)
         if ctx is None:
             return []
-        ctx.active = None
+        self._last_activity = self.clock()
         return self._end(ctx, Outcome.ERROR, wire.error(error, ctx.id))
+
+    # --- time -----------------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        """Clock time at which `on_timer` must run next (max waits of buffered text, the idle timeout)."""
+        if self.state is SessionState.CLOSED:
+            return None
+        deadlines = [d for ctx in self._contexts.values() if (d := ctx.deadline()) is not None]
+        if not self._segments:  # nothing being synthesized: the socket may be idle
+            deadlines.append(self._last_activity + self.limits.idle_timeout_s)
+        return min(deadlines, default=None)
+
+    def on_timer(self) -> list[Action]:
+        if self.state is SessionState.CLOSED:
+            return []
+        now = self.clock()
+        if not self._segments and now >= self._last_activity + self.limits.idle_timeout_s:
+            actions = self._end_all(Outcome.DISCONNECTED)
+            return actions + self._close(WS_NORMAL_CLOSURE, IDLE_CLOSE_REASON)
+        actions: list[Action] = []
+        for ctx in list(self._contexts.values()):
+            actions += self._after(ctx, ctx.tick(now))
+        return actions
 
     # --- server events --------------------------------------------------------------------------
 
@@ -215,7 +201,14 @@ class SpeechSessionProtocol:
         actions: list[Action] = []
         for ctx in list(self._contexts.values()):
             actions += self._end(ctx, Outcome.CANCELLED, wire.error(ShuttingDown(), ctx.id), may_close=False)
-        return actions + self._close(WS_GOING_AWAY, "server shutting down")
+        return actions + self._close(WS_GOING_AWAY, SHUTDOWN_CLOSE_REASON)
+
+    def server_fault(self, error: UtteraError) -> list[Action]:
+        """An unexpected failure of the session machinery: tell the client, stop everything, close 1011."""
+        if self.state is SessionState.CLOSED:
+            return self._end_all(Outcome.ERROR)
+        actions = [SendMessage(wire.error(error))] + self._end_all(Outcome.ERROR)
+        return actions + self._close(WS_INTERNAL_ERROR, error.code)
 
     # --- message handlers -----------------------------------------------------------------------
 
@@ -232,22 +225,21 @@ class SpeechSessionProtocol:
             problem = self._conflict(ctx, msg)
             if problem is not None:
                 return [SendMessage(wire.error(ContextConflict(problem), ctx.id))]
-        ctx.parts.append(msg.text)
-        ctx.n_chars += len(msg.text)
-        if ctx.n_chars > self.limits.max_input_chars:
+        buffered = ctx.unspoken_chars + len(msg.text)
+        if buffered > self.limits.max_buffered_chars:
             e = InputTooLong(
-                f"context {ctx.id!r} has {ctx.n_chars} characters since its last flush; the limit is "
-                f"{self.limits.max_input_chars}: flush more often"
+                f"context {ctx.id!r} would hold {buffered} characters of text not yet spoken; the limit is "
+                f"{self.limits.max_buffered_chars}: send text no faster than it is spoken, or split it "
+                f"into several contexts"
             )
             return actions + self._end(ctx, Outcome.ERROR, wire.error(e, ctx.id))
-        return actions
+        return actions + self._after(ctx, ctx.text(msg.text, self.clock()))
 
     def _on_flush(self, msg: wire.ClientMessage) -> list[Action]:
         ctx = self._contexts.get(msg.context_id)
-        if ctx is None or ctx.state is ContextState.ENDING:
-            return []  # nothing buffered
-        self._cut_segment(ctx)
-        return self._advance(ctx)
+        if ctx is None:
+            return [SendMessage(wire.flushed(msg.context_id))]  # nothing buffered: done at once
+        return self._after(ctx, ctx.flush(self.clock()))
 
     def _on_end(self, msg: wire.ClientMessage) -> list[Action]:
         ctx = self._contexts.get(msg.context_id)
@@ -256,18 +248,17 @@ class SpeechSessionProtocol:
             return [SendMessage(wire.error(e, msg.context_id)), RequestRejected(e.code)]
         if ctx.state is ContextState.ENDING:
             return []
-        ctx.state = ContextState.ENDING
-        self._cut_segment(ctx)
+        actions = ctx.end(self.clock())
         if not ctx.any_segment:
             e = EmptyInput(f"context {ctx.id!r} received only blank text: nothing to synthesize")
             return self._end(ctx, Outcome.ERROR, wire.error(e, ctx.id))
-        return self._advance(ctx)
+        return self._after(ctx, actions)
 
     def _on_cancel(self, msg: wire.ClientMessage) -> list[Action]:
         ctx = self._contexts.get(msg.context_id)
         if ctx is None:
             return [SendMessage(wire.cancelled(msg.context_id))]  # idempotent
-        return self._end(ctx, Outcome.CANCELLED, wire.cancelled(ctx.id))
+        return [ClientCancelled(ctx.id)] + self._end(ctx, Outcome.CANCELLED, wire.cancelled(ctx.id))
 
     # --- helpers --------------------------------------------------------------------------------
 
@@ -275,7 +266,7 @@ class SpeechSessionProtocol:
         if self.state is SessionState.CLOSED:
             raise RuntimeError("SpeechSessionProtocol: client input after the session closed")
 
-    def _open(self, msg: wire.ClientMessage) -> _Context:
+    def _open(self, msg: wire.ClientMessage) -> ContextStream:
         if self.state is SessionState.DRAINING:
             raise ShuttingDown()
         if len(self._contexts) >= self.limits.max_contexts:
@@ -286,60 +277,51 @@ class SpeechSessionProtocol:
         speed = 1.0 if msg.speed is None else msg.speed
         check_voice(voice, self.limits.voices)
         check_speed(speed)
-        ctx = _Context(msg.context_id, voice, speed)
+        ctx = ContextStream(msg.context_id, voice, speed, self._context_config, self._new_segment_id)
         self._contexts[ctx.id] = ctx
         return ctx
 
+    def _new_segment_id(self) -> int:
+        self._next_segment += 1
+        return self._next_segment - 1
+
     @staticmethod
-    def _conflict(ctx: _Context, msg: wire.ClientMessage) -> str | None:
+    def _conflict(ctx: ContextStream, msg: wire.ClientMessage) -> str | None:
         if ctx.state is ContextState.ENDING:
             return f"context {ctx.id!r} is ending: wait for its done message before sending text to it"
         if (msg.voice is not None and msg.voice != ctx.voice) or (msg.speed is not None and msg.speed != ctx.speed):
             return f"voice and speed of context {ctx.id!r} are set by its first text message and cannot change"
         return None
 
-    def _cut_segment(self, ctx: _Context) -> None:
-        text = "".join(ctx.parts)
-        ctx.parts.clear()
-        ctx.n_chars = 0
-        if text.strip():
-            seg = Segment(self._next_segment, ctx.id, text, ctx.voice, ctx.speed)
-            self._next_segment += 1
-            ctx.pending.append(seg)
-            ctx.any_segment = True
+    def _after(self, ctx: ContextStream, actions: list[Action]) -> list[Action]:
+        """Route the segments `ctx` started; retire it once it finished (it emitted `done`)."""
+        for action in actions:
+            if isinstance(action, StartSynthesis):
+                self._segments[action.segment.id] = ctx
+        if ctx.state is ContextState.FINISHED:
+            del self._contexts[ctx.id]
+            actions.append(StreamClosed(ctx.id, Outcome.OK, ctx.audio_s))
+            if self.state is SessionState.DRAINING:
+                actions += self._close_if_drained()
+        return actions
 
-    def _advance(self, ctx: _Context) -> list[Action]:
-        """Start the next segment of `ctx`, or finish an ending context that has nothing left."""
-        if ctx.active is not None:
-            return []
-        if ctx.pending:
-            ctx.active = ctx.pending.popleft()
-            self._active[ctx.active.id] = ctx
-            return [StartSynthesis(ctx.active)]
-        if ctx.state is ContextState.ENDING:
-            audio_ms = round(1000 * duration_s(ctx.audio_bytes, self.limits.sample_rate))
-            return self._end(ctx, Outcome.OK, wire.done(ctx.id, audio_ms))
-        return []
-
-    def _end(self, ctx: _Context, outcome: Outcome, notice: dict | None = None, *, may_close: bool = True
+    def _end(self, ctx: ContextStream, outcome: Outcome, notice: dict | None = None, *, may_close: bool = True
              ) -> list[Action]:
         """Remove `ctx`: stop its synthesis (which drops its queued audio), then send `notice`, then count
         it; while draining, close the socket after the last context unless `may_close` is False."""
-        actions: list[Action] = []
-        if ctx.active is not None:
-            self._active.pop(ctx.active.id, None)
-            actions.append(StopSynthesis(ctx.active))
-            ctx.active = None
+        actions: list[Action] = list(ctx.stop())
+        for action in actions:
+            if isinstance(action, StopSynthesis):
+                self._segments.pop(action.segment.id, None)
         if notice is not None:
             actions.append(SendMessage(notice))
-        ctx.pending.clear()
         del self._contexts[ctx.id]
-        actions.append(StreamClosed(ctx.id, outcome, duration_s(ctx.audio_bytes, self.limits.sample_rate)))
+        actions.append(StreamClosed(ctx.id, outcome, ctx.audio_s))
         if may_close and self.state is SessionState.DRAINING:
             actions += self._close_if_drained()
         return actions
 
-    def _close_all(self, outcome: Outcome) -> list[Action]:
+    def _end_all(self, outcome: Outcome) -> list[Action]:
         actions: list[Action] = []
         for ctx in list(self._contexts.values()):
             actions += self._end(ctx, outcome, may_close=False)
@@ -347,13 +329,13 @@ class SpeechSessionProtocol:
 
     def _fatal(self, e: MalformedRequest) -> list[Action]:
         actions: list[Action] = [SendMessage(wire.error(e))]
-        actions += self._close_all(Outcome.ERROR) if self._contexts else [RequestRejected(e.code)]
+        actions += self._end_all(Outcome.ERROR) if self._contexts else [RequestRejected(e.code)]
         return actions + self._close(WS_POLICY_VIOLATION, e.code)
 
     def _close_if_drained(self) -> list[Action]:
         if self._contexts:
             return []
-        return self._close(WS_GOING_AWAY, "server shutting down")
+        return self._close(WS_GOING_AWAY, SHUTDOWN_CLOSE_REASON)
 
     def _close(self, code: int, reason: str) -> list[Action]:
         if self.state is SessionState.CLOSED:

@@ -19,6 +19,7 @@ from uttera_server import errors as e
     (e.EngineNotReady, 503, "engine_not_ready", None),
     (e.ShuttingDown, 503, "shutting_down", None),
     (e.SynthesisFailed, 500, "synthesis_failed", None),
+    (e.ServerFault, 500, "internal_error", None),
 ])  # fmt: skip
 def test_mapping(cls, status, code, param):
     exc = cls()

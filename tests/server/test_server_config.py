@@ -38,6 +38,11 @@ def test_engine_config_names_the_flag(field, value, flag):
     ("max_input_chars", 0, "--max-input-chars"),
     ("log_level", "loud", "--log-level"),
     ("graceful_shutdown_s", -1.0, "--graceful-shutdown-timeout"),
+    ("ws_max_contexts", 0, "--ws-max-contexts"),
+    ("ws_max_buffered_chars", 0, "--ws-max-buffered-chars"),
+    ("ws_idle_timeout_s", 0.0, "--ws-idle-timeout-s"),
+    ("ws_max_wait_ms", -5.0, "--ws-max-wait-ms"),
+    ("ws_min_chunk_chars", 0, "--ws-min-chunk-chars"),
 ])  # fmt: skip
 def test_server_config_names_the_flag(tmp_path, field, value, flag):
     with pytest.raises(ConfigError, match=flag):
@@ -74,6 +79,18 @@ def test_flags_build_both_configs(tmp_path):
                             block_size=32, enable_prefix_caching=True, enforce_eager=True, seed=3,
                             vocoder_chunk_frames=16, first_chunk_frames=4),
     )  # fmt: skip
+
+
+def test_websocket_flags(tmp_path):
+    args = build_parser().parse_args([
+        "serve", "--model", str(tmp_path), "--ws-max-contexts", "16", "--ws-max-buffered-chars", "2000",
+        "--ws-idle-timeout-s", "20", "--ws-max-wait-ms", "150", "--ws-min-chunk-chars", "12",
+    ])  # fmt: skip
+    config = build_config(args)
+    assert config == ServerConfig(model_dir=tmp_path, ws_max_contexts=16, ws_max_buffered_chars=2000,
+                                  ws_idle_timeout_s=20.0, ws_max_wait_ms=150.0, ws_min_chunk_chars=12)
+    assert config.ws_buffer_chars == 2000
+    assert ServerConfig(model_dir=tmp_path, max_input_chars=100).ws_buffer_chars == 100  # unset: max_input_chars
 
 
 def test_unset_flags_keep_the_dataclass_defaults(tmp_path):

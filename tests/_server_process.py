@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 TIMEOUT_FACTOR = float(os.environ.get("UTTERA_TESTS_TIMEOUT_FACTOR", "1"))
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 MAX_INPUT_CHARS = 1000  # the test server's --max-input-chars
 STARTUP_TIMEOUT_S = 300.0  # engine start on a small shared CPU host
 STOP_TIMEOUT_S = 60.0
