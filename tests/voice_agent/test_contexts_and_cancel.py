@@ -10,7 +10,10 @@ from uttera_server.client import Audio, Cancelled, SpeechStreamClient
 
 SPEEDS = [0.75, 1.0, 1.25, 1.5, 1.0, 2.0, 0.9, 1.1]
 TEXTS = [f"Context {i} says hello. It speaks at its own pace, in its own voice, until it is done." for i in range(8)]
-LONG = ("This reply goes on and on, long enough to be interrupted. " * 20)[:MAX_INPUT_CHARS - 10]
+# Run-on sentences with no clause marks: each is one long segment, i.e. one engine request that is
+# still decoding when its first audio arrives, so a cancel has a running request to abort.
+RUN_ON = " ".join(["this reply goes on and on without a pause"] * 6) + ". "
+LONG = (RUN_ON * 4)[:MAX_INPUT_CHARS - 10]
 
 
 def running(samples: dict) -> float:
