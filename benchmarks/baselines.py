@@ -1,0 +1,301 @@
+"""Baselines against our streaming pipeline, in one process, same weights, same texts, same run.
+
+    python benchmarks/baselines.py [--model voices/default] [--server-args "..."] [--device cpu|cuda]
+                                   [--concurrency 1,8] [--duration 30] [--rounds 3] [--variants d,b,a,c]
+                                   [--seed 0]
+                                   [--out benchmarks/results/baselines.json]
+
+  (a) sequential: no vLLM. One worker thread serves requests one after another (FIFO): per sentence a
+      plain PyTorch greedy loop with a KV cache (torch_tts.py, same pointer rules), then the offline
+      vocoder on the whole sentence. Same dtype as the engine; on CPU one torch thread, like the vLLM
+      CPU worker (it binds one core and reserves the other).
+  (b) engine, vocode after: the patched engine (MelEngine, continuous batching) generates each sentence
+      to the end, then `Vocoder.forward` runs once on its mel (one vocoder thread, like the server's);
+      the next sentence starts while the previous one is vocoded, as in the Synthesizer.
+  (c) CUDA only: (d) with the vocoder on the serving process's default CUDA stream instead of its own.
+      vLLM runs the LM in the engine-core process, so the LM's own stream cannot be shared from here;
+      this is the closest in-process variant, and "n/a on CPU" on a CPU run.
+  (d) ours: `Synthesizer.stream` (streaming, vocoding batched across streams by the VocoderWorker).
+
+For each variant and concurrency C (closed loop, C clients back to back for --duration s in total, the
+text mix of texts.py; the duration is split into --rounds rounds that cycle through the variants, with
+the same texts for every variant of a round): TTFA p50/p99 (first audio of a request: for (a) and (b) the first sentence's audio),
+audio-seconds per second, underruns; and ratios to (d) at the same C. No HTTP: these compare the
+synthesis pipelines; load.py measures the server.
+
+On --device cuda the vocoders of all variants run on the GPU ((d)'s VocoderWorker is rebuilt with a
+CUDA StreamingVocoder, since Synthesizer.start loads the vocoder on the CPU).
+"""
+
+import argparse
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import machine  # noqa: E402
+from benchmarks.floor import engine_config  # noqa: E402
+from benchmarks.loop import closed_loop  # noqa: E402
+from benchmarks.playback import RequestRecord  # noqa: E402
+from benchmarks.stats import by_kind, summarize  # noqa: E402
+
+NAMES = {"a": "a sequential PyTorch, no vLLM", "b": "b engine, vocode after", "c": "c vocoder on default stream",
+         "d": "d ours (streaming, batched)"}
+
+
+def single_thread_pool(name: str, device: str) -> concurrent.futures.ThreadPoolExecutor:
+    def init():
+        import torch
+
+        if device == "cpu":
+            torch.set_num_threads(1)  # per thread under OpenMP (tests/vocoder/test_threads.py)
+
+    return concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=name, initializer=init)
+
+
+class Pipelines:
+    """Everything the variants share: the Synthesizer (its engine serves (b) too), vocoders, pools."""
+
+    def __init__(self, a):
+        self.args = a
+        self.device = a.device
+
+    async def start(self) -> None:
+        import torch
+
+        from uttera_server.synthesizer import Synthesizer
+        from vocoder.model import Vocoder
+
+        a = self.args
+        self.cfg = engine_config(a.model, a.server_args)
+        self.synth = Synthesizer(a.model, self.cfg)
+        await self.synth.start()
+        self.engine = self.synth._engine  # (b) shares (d)'s engine: one engine start, same weights
+        self.model = self.synth.model
+        self.engine_dtype = self.engine._llm.model_config.dtype
+        self.vocoder = Vocoder.from_dir(a.model / "vocoder", device=self.device)
+        self.voc_pool = single_thread_pool("vocode-after", self.device)
+        self.seq_pool = single_thread_pool("sequential", self.device)
+        self.torch_tts = None
+        if "a" in a.variants:
+            from benchmarks.torch_tts import TorchTTS
+
+            self.torch_tts = TorchTTS(a.model, device=self.device, dtype=self.engine_dtype)
+        self.workers = {"d": self.synth.vocoder_worker}
+        if self.device == "cuda":
+            self.synth.vocoder_worker.close()  # its vocoder is on the CPU; replaced by CUDA ones
+            self.workers = {"d": self._cuda_worker(own_stream=True), "c": self._cuda_worker(own_stream=False)}
+        self.synth._worker = self.workers["d"]
+        torch.manual_seed(a.seed)
+
+    def _cuda_worker(self, own_stream: bool):
+        import torch
+
+        from uttera_server.vocoder_worker import VocoderWorker
+        from vocoder.model import Vocoder
+        from vocoder.streaming import StreamingVocoder
+
+        sv = StreamingVocoder(Vocoder.from_dir(self.args.model / "vocoder"), chunk_frames=self.cfg.vocoder_chunk_frames,
+                              first_chunk_frames=self.cfg.first_chunk_frames, device="cuda")
+        if not own_stream:
+            sv._stream = torch.cuda.default_stream(sv.device)  # (c): serialised with default-stream work
+        return VocoderWorker(sv)
+
+    async def close(self) -> None:
+        if self.device == "cuda":
+            for w in self.workers.values():
+                w.close()
+            self.synth._worker = None
+        self.voc_pool.shutdown()
+        self.seq_pool.shutdown()
+        await self.synth.close()
+
+    def sentences(self, text: str):
+        from uttera_server.frontend import prepare
+
+        return prepare(text, max_phonemes=min(self.model.max_phonemes, 400))
+
+    # --- one request per variant ---
+    async def request_d(self, text: str, kind: str, name: str = "d") -> RequestRecord:
+        from uttera_server.synthesizer import AudioChunk
+
+        rec = RequestRecord(name, kind, len(text), time.perf_counter(), self.model.sample_rate)
+        try:
+            async for item in self.synth.stream(text):
+                if isinstance(item, AudioChunk):
+                    rec.add(time.perf_counter(), item.pcm.shape[0])
+            rec.t_done = time.perf_counter()
+        except Exception as e:
+            rec.error = f"exc_{type(e).__name__}"
+        return rec
+
+    def _vocode(self, mel):
+        """Offline vocoder on one sentence: (T, n_mels) numpy/tensor -> PCM samples."""
+        import torch
+
+        with torch.inference_mode():
+            x = torch.as_tensor(mel).T.unsqueeze(0).to(self.device)
+            return self.vocoder(x)[0].cpu().numpy()
+
+    async def request_b(self, text: str, kind: str) -> RequestRecord:
+        import numpy as np
+
+        loop = asyncio.get_running_loop()
+        rec = RequestRecord("b", kind, len(text), time.perf_counter(), self.model.sample_rate)
+        pending: asyncio.Queue = asyncio.Queue()
+
+        async def deliver():
+            while (fut := await pending.get()) is not None:
+                pcm = await fut
+                rec.add(time.perf_counter(), pcm.shape[0])
+
+        consumer = asyncio.create_task(deliver())
+        try:
+            for sentence in self.sentences(text):
+                steps = [s.mel async for s in self.engine.generate(sentence.phoneme_ids)]
+                pending.put_nowait(loop.run_in_executor(self.voc_pool, self._vocode, np.concatenate(steps)))
+            pending.put_nowait(None)
+            await consumer
+            rec.t_done = time.perf_counter()
+        except Exception as e:
+            consumer.cancel()
+            rec.error = f"exc_{type(e).__name__}"
+        return rec
+
+    def _sequential(self, rec: RequestRecord, text: str) -> None:
+        for sentence in self.sentences(text):
+            pcm = self._vocode(self.torch_tts.generate(sentence.phoneme_ids))
+            rec.add(time.perf_counter(), pcm.shape[0])
+
+    async def request_a(self, text: str, kind: str) -> RequestRecord:
+        rec = RequestRecord("a", kind, len(text), time.perf_counter(), self.model.sample_rate)
+        try:
+            await asyncio.get_running_loop().run_in_executor(self.seq_pool, self._sequential, rec, text)
+            rec.t_done = time.perf_counter()
+        except Exception as e:
+            rec.error = f"exc_{type(e).__name__}"
+        return rec
+
+    def session_factory(self, variant: str):
+        fn = {"a": self.request_a, "b": self.request_b,
+              "c": lambda t, k: self.request_d(t, k, "c"), "d": self.request_d}[variant]
+
+        class Session:
+            request = staticmethod(fn)
+
+        @contextlib.asynccontextmanager
+        async def open_session(_i):
+            yield Session()
+
+        return open_session
+
+
+async def run(a) -> tuple[list[dict], dict]:
+    p = Pipelines(a)
+    await p.start()
+    rows = []
+    try:
+        for variant in a.variants:  # warm-up, not recorded
+            if variant == "c" and a.device != "cuda":
+                continue
+            if variant in "cd" and a.device == "cuda":
+                p.synth._worker = p.workers[variant]
+            async with p.session_factory(variant)(0) as s:
+                for text in ("Warm up.", "A short warm up sentence, with a clause."):
+                    await s.request(text, "warmup")
+        for c in a.concurrency:
+            records = {v: [] for v in a.variants}
+            walls = {v: 0.0 for v in a.variants}
+            for r in range(a.rounds):  # variants interleaved, so drifting machine load hits all alike
+                for variant in a.variants:
+                    if variant == "c" and a.device != "cuda":
+                        continue
+                    if variant in "cd" and a.device == "cuda":
+                        p.synth._worker = p.workers[variant]
+                    recs, wall, _ = await closed_loop(p.session_factory(variant), c, a.duration / a.rounds,
+                                                      a.seed + 7919 * r)
+                    records[variant] += recs
+                    walls[variant] += wall
+            for variant in a.variants:
+                if variant == "c" and a.device != "cuda":
+                    print(f"  {NAMES['c']}: n/a on CPU", flush=True)
+                    rows.append({"variant": "c", "concurrency": c, "na": "n/a on CPU"})
+                    continue
+                recs = records[variant]
+                row = {"variant": variant, "concurrency": c, **summarize(recs, walls[variant]), "by_kind": by_kind(recs),
+                       "loadavg_end": machine.loadavg()}
+                rows.append(row)
+                print(f"  {NAMES[variant]} C={c}: TTFA p50 {row['ttfa_ms_p50']} ms p99 {row['ttfa_ms_p99']} ms, "
+                      f"{row['audio_s_per_s']} audio-s/s, underruns {row['underruns']}, errors {row['errors']}",
+                      flush=True)
+    finally:
+        info = {"engine_dtype": str(getattr(p, "engine_dtype", "?")).removeprefix("torch."),
+                "engine_config": repr(getattr(p, "cfg", None))}
+        await p.close()
+    add_ratios(rows)
+    return rows, info
+
+
+def add_ratios(rows: list[dict]) -> None:
+    ours = {r["concurrency"]: r for r in rows if r["variant"] == "d" and "na" not in r}
+    for r in rows:
+        d = ours.get(r["concurrency"])
+        if "na" in r or d is None:
+            continue
+        for key in ("ttfa_ms_p50", "ttfa_ms_p99", "audio_s_per_s"):
+            r[f"{key}_vs_d"] = round(r[key] / d[key], 2) if r[key] is not None and d[key] else None
+
+
+def print_table(rows: list[dict]) -> None:
+    head = (f"{'variant':<32} {'C':>3} {'req':>4} {'TTFA50':>8} {'TTFA99':>8} {'aud/s':>6} {'undr':>5} "
+            f"{'50 vs d':>8} {'99 vs d':>8} {'aud/s vs d':>10}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        if "na" in r:
+            print(f"{NAMES[r['variant']]:<32} {r['concurrency']:>3} {r['na']}")
+            continue
+        f = lambda v, s=".1f": "-" if v is None else format(v, s)  # noqa: E731
+        print(f"{NAMES[r['variant']]:<32} {r['concurrency']:>3} {r['requests']:>4} {f(r['ttfa_ms_p50']):>8} "
+              f"{f(r['ttfa_ms_p99']):>8} {f(r['audio_s_per_s'], '.2f'):>6} {r['underruns']:>5} "
+              f"{f(r.get('ttfa_ms_p50_vs_d'), '.2f'):>8} {f(r.get('ttfa_ms_p99_vs_d'), '.2f'):>8} "
+              f"{f(r.get('audio_s_per_s_vs_d'), '.2f'):>10}")
+    print("TTFA in ms (first audio of a request); aud/s = audio seconds per second; undr = playback underruns; "
+          "'vs d' = ratio to (d) at the same C (TTFA: lower is better; aud/s: higher is better)")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--model", type=Path, default=ROOT / "voices" / "default")
+    p.add_argument("--server-args", default="", help="`uttera serve` engine flags, one string")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    p.add_argument("--concurrency", default="1,8", help="comma-separated")
+    p.add_argument("--duration", type=float, default=30.0, help="seconds each (variant, C) sends new requests")
+    p.add_argument("--rounds", type=int, default=3, help="split --duration into this many interleaved rounds")
+    p.add_argument("--variants", default="d,b,a,c", help="subset and order of a,b,c,d")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "baselines.json")
+    a = p.parse_args()
+    a.concurrency = [int(x) for x in a.concurrency.split(",")]
+    a.variants = [v.strip() for v in a.variants.split(",")]
+    if set(a.variants) - set(NAMES):
+        p.error(f"--variants must be among {','.join(NAMES)}")
+    meta = machine.describe()
+    rows, info = asyncio.run(run(a))
+    print_table(rows)
+    meta["loadavg_end"] = machine.loadavg()
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps({**meta, "model": str(a.model), "server_args": a.server_args, "device": a.device,
+                                 "duration_s": a.duration, "rounds": a.rounds, "seed": a.seed, **info, "rows": rows}, indent=1) + "\n")
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()

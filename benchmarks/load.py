@@ -1,0 +1,284 @@
+"""Load generator for the uttera server: TTFA, underruns, throughput, over HTTP and WebSocket.
+
+    # one closed-loop run, server started here (floor measured first, see floor.py):
+    python benchmarks/load.py --start-server --model voices/default --concurrency 4 --duration 20
+    # concurrency sweep, both transports, JSON + PNG:
+    python benchmarks/load.py --start-server --model voices/default --sweep 1,2,4,6,8,12 \\
+        --transport both --ttfa-budget-ms 300 --out benchmarks/results/load_default_cpu.json
+    # open loop (Poisson arrivals, req/s), against a running server, floor from an earlier run:
+    python benchmarks/load.py --url http://127.0.0.1:8000 --mode open --sweep 0.5,1,2 \\
+        --floor benchmarks/results/load_default_cpu.floor.json
+
+Per level (one concurrency C, or one arrival rate): TTFA p50/p95/p99 and the floor beside it
+(floor.py: one prefill + the decode steps of the first vocoder chunk + one vocoder chunk) with the
+ratio TTFA/floor, inter-chunk gap p99, playback underruns (playback.py: a client that starts playing
+at its first chunk; total and requests with any), RTF, aggregate audio-seconds per second, errors by
+code, engine queue gauges sampled from /metrics, and the engine step time if /metrics has a step
+counter. A sweep also reports the highest concurrency such that it and every lower level have zero
+underruns, no errors and TTFA p99 within --ttfa-budget-ms.
+"""
+
+import argparse
+import asyncio
+import contextlib
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import machine  # noqa: E402
+from benchmarks.clients import http_request, ws_connect, ws_request  # noqa: E402
+from benchmarks.loop import closed_loop, open_loop  # noqa: E402
+from benchmarks.playback import RequestRecord  # noqa: E402
+from benchmarks.plots import plot_sweep  # noqa: E402
+from benchmarks.server import engine_summary, scrape, started_server, wait_healthy  # noqa: E402
+from benchmarks.stats import by_kind, summarize  # noqa: E402
+from benchmarks.texts import TextMix, parse_weights  # noqa: E402
+
+TRANSPORTS = {"http": ("http",), "ws": ("ws",), "both": ("http", "ws")}
+
+
+class HttpSession:
+    def __init__(self, client: httpx.AsyncClient, timeout_s: float):
+        self.client, self.timeout_s = client, timeout_s
+
+    async def request(self, text: str, kind: str) -> RequestRecord:
+        return await http_request(self.client, text, kind, self.timeout_s)
+
+
+class WsSession:
+    """One socket per session, reopened after a failed request (its state is unknown then)."""
+
+    def __init__(self, base_url: str, timeout_s: float):
+        self.base_url, self.timeout_s, self.ws = base_url, timeout_s, None
+
+    async def request(self, text: str, kind: str) -> RequestRecord:
+        if self.ws is None:
+            try:
+                self.ws = await ws_connect(self.base_url)
+            except Exception as e:
+                rec = RequestRecord("ws", kind, len(text), time.perf_counter())
+                rec.error = f"exc_connect_{type(e).__name__}"
+                return rec
+        rec = await ws_request(self.ws, text, kind, self.timeout_s)
+        if rec.error:
+            await self.close()
+        return rec
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            with contextlib.suppress(Exception):
+                await self.ws.close()
+            self.ws = None
+
+
+def session_factory(transport: str, base_url: str, client: httpx.AsyncClient, timeout_s: float):
+    @contextlib.asynccontextmanager
+    async def open_session(_i: int):
+        if transport == "http":
+            yield HttpSession(client, timeout_s)
+            return
+        session = WsSession(base_url, timeout_s)
+        try:
+            yield session
+        finally:
+            await session.close()
+
+    return open_session
+
+
+async def sample_metrics(client: httpx.AsyncClient, every_s: float, out: list) -> None:
+    while True:
+        await asyncio.sleep(every_s)
+        with contextlib.suppress(Exception):
+            out.append(await scrape(client))
+
+
+async def run_level(base_url: str, transport: str, mode: str, level: float, a, floor: dict | None) -> dict:
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx.AsyncClient(base_url=base_url, timeout=a.request_timeout, limits=limits) as client, \
+            httpx.AsyncClient(base_url=base_url, timeout=10) as metrics_client:
+        open_session = session_factory(transport, base_url, client, a.request_timeout)
+        before = await scrape(metrics_client)
+        samples: list[dict] = []
+        sampler = asyncio.create_task(sample_metrics(metrics_client, a.metrics_interval, samples))
+        seed = a.seed + int(level * 1000)
+        cpu0 = time.process_time()
+        if mode == "closed":
+            records, wall, info = await closed_loop(open_session, int(level), a.duration, seed, a.mix)
+        else:
+            records, wall, info = await open_loop(open_session, level, a.duration, seed, a.mix)
+        sampler.cancel()
+        after = await scrape(metrics_client)
+        info["client_cpu_pct"] = round(100 * (time.process_time() - cpu0) / wall, 1)  # of one core
+    row = {"transport": transport, "mode": mode, "level": level, **summarize(records, wall), **info,
+           **engine_summary(before, after, samples, wall), "by_kind": by_kind(records)}
+    if floor:
+        f = floor["floor_ms"]
+        row["floor_ms"] = f
+        row["ttfa_p50_over_floor"] = round(row["ttfa_ms_p50"] / f, 2) if row["ttfa_ms_p50"] else None
+        row["ttfa_p99_over_floor"] = round(row["ttfa_ms_p99"] / f, 2) if row["ttfa_ms_p99"] else None
+    if a.records:
+        row["records"] = [r.to_json() for r in records]
+    return row
+
+
+async def warm_up(base_url: str, transport: str, n: int, a) -> None:
+    if n <= 0:
+        return
+    mix = TextMix(a.seed + 999_999, a.mix)
+    async with httpx.AsyncClient(base_url=base_url, timeout=a.request_timeout) as client:
+        open_session = session_factory(transport, base_url, client, a.request_timeout)
+        async with open_session(0) as session:
+            for _ in range(n):
+                await session.request(*reversed(mix.draw()))
+
+
+def passes(row: dict, budget_ms: float | None) -> bool:
+    return (row["ok"] > 0 and not row["errors"] and row["underruns"] == 0
+            and (budget_ms is None or (row["ttfa_ms_p99"] or 1e18) <= budget_ms))
+
+
+def best_level(rows: list[dict], budget_ms: float | None) -> dict:
+    """Per transport: the highest level such that it and every lower level pass."""
+    out = {}
+    for transport in sorted({r["transport"] for r in rows}):
+        best = None
+        for r in sorted((r for r in rows if r["transport"] == transport), key=lambda r: r["level"]):
+            if not passes(r, budget_ms):
+                break
+            best = r
+        out[transport] = None if best is None else {"level": best["level"], "ttfa_ms_p99": best["ttfa_ms_p99"],
+                                                    "audio_s_per_s": best["audio_s_per_s"]}
+    return out
+
+
+def fmt(v, spec=".1f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def print_table(rows: list[dict]) -> None:
+    head = (f"{'tr':<4} {'lvl':>5} {'req':>4} {'err':>3} {'TTFA50':>7} {'TTFA95':>7} {'TTFA99':>7} {'floor':>6} "
+            f"{'50/fl':>5} {'99/fl':>6} {'gap99':>6} {'undr':>5} {'u-req':>5} {'pre99':>6} {'RTF50':>6} {'aud/s':>6} "
+            f"{'run':>5} {'wait':>5}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r['transport']:<4} {r['level']:>5g} {r['requests']:>4} {sum(r['errors'].values()):>3} "
+              f"{fmt(r['ttfa_ms_p50']):>7} {fmt(r['ttfa_ms_p95']):>7} {fmt(r['ttfa_ms_p99']):>7} "
+              f"{fmt(r.get('floor_ms')):>6} {fmt(r.get('ttfa_p50_over_floor'), '.2f'):>5} "
+              f"{fmt(r.get('ttfa_p99_over_floor'), '.2f'):>6} {fmt(r['gap_ms_p99']):>6} {r['underruns']:>5} "
+              f"{r['underrun_requests']:>5} {fmt(r['prebuffer_ms_p99']):>6} {fmt(r['rtf_p50'], '.3f'):>6} {fmt(r['audio_s_per_s'], '.2f'):>6} "
+              f"{fmt(r.get('running_requests_mean'), '.1f'):>5} {fmt(r.get('waiting_requests_mean'), '.1f'):>5}")
+    print("TTFA/gap in ms; floor = prefill + first-chunk decode steps + one vocoder chunk (floor.py); "
+          "undr = underruns, u-req = requests with any; pre99 = p99 of the client prebuffer (ms after the first "
+          "chunk) that would have avoided every underrun; aud/s = audio seconds per second; "
+          "run/wait = engine requests running/waiting (mean of /metrics samples)")
+
+
+def measure_floor(a, out: Path) -> dict:
+    """Run floor.py in its own process (its own engine, stopped before the server starts)."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "floor.py"), "--model", str(a.model), "--server-args",
+           a.server_args, "--device", a.device, "--seed", str(a.seed), "--out", str(out)]
+    print("floor:", shlex.join(cmd), flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT)
+    return json.loads(out.read_text())
+
+
+def parse_levels(a) -> list[float]:
+    if a.sweep:
+        return [float(x) for x in a.sweep.split(",")]
+    return [float(a.concurrency if a.mode == "closed" else a.rate)]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--url", help="a running server, e.g. http://127.0.0.1:8000")
+    target.add_argument("--start-server", action="store_true", help="start `uttera serve` on a free port")
+    p.add_argument("--model", type=Path, default=ROOT / "voices" / "default", help="model directory (--start-server)")
+    p.add_argument("--server-args", default="", help="extra `uttera serve` flags, one string")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where floor.py runs its vocoder")
+    p.add_argument("--transport", default="http", choices=tuple(TRANSPORTS))
+    p.add_argument("--mode", default="closed", choices=("closed", "open"))
+    p.add_argument("--concurrency", type=int, default=1, help="closed loop: workers")
+    p.add_argument("--rate", type=float, default=1.0, help="open loop: arrivals per second")
+    p.add_argument("--sweep", default="", help="comma-separated concurrencies (closed) or rates (open)")
+    p.add_argument("--duration", type=float, default=20.0, help="seconds each level sends new requests")
+    p.add_argument("--warmup", type=int, default=3, help="requests sent and dropped before each transport")
+    p.add_argument("--mix", type=parse_weights, default=None, help="text kinds, e.g. short=0.4,medium=0.4,long=0.2")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ttfa-budget-ms", type=float, default=None)
+    p.add_argument("--request-timeout", type=float, default=180.0)
+    p.add_argument("--metrics-interval", type=float, default=1.0, help="seconds between /metrics samples")
+    floor = p.add_mutually_exclusive_group()
+    floor.add_argument("--floor", type=Path, help="floor JSON from floor.py (else measured with --start-server)")
+    floor.add_argument("--no-floor", action="store_true")
+    p.add_argument("--records", action="store_true", help="keep every request's chunk timeline in the JSON")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "load.json")
+    p.add_argument("--server-log", type=Path, default=None, help="default: a temporary file")
+    a = p.parse_args()
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    meta = machine.describe()
+    levels = parse_levels(a)
+
+    floor_data = None
+    if a.floor:
+        floor_data = json.loads(a.floor.read_text())
+    elif a.start_server and not a.no_floor:
+        floor_data = measure_floor(a, a.out.with_suffix(".floor.json"))
+
+    def run_all(base_url: str) -> list[dict]:
+        rows = []
+        for transport in TRANSPORTS[a.transport]:
+            asyncio.run(warm_up(base_url, transport, a.warmup, a))
+            for level in levels:
+                row = asyncio.run(run_level(base_url, transport, a.mode, level, a, floor_data))
+                row["loadavg_end"] = machine.loadavg()
+                rows.append(row)
+                print(f"  {transport} {a.mode} {level:g}: TTFA p50 {fmt(row['ttfa_ms_p50'])} ms, "
+                      f"p99 {fmt(row['ttfa_ms_p99'])} ms, underruns {row['underruns']}, "
+                      f"{fmt(row['audio_s_per_s'], '.2f')} audio-s/s, errors {row['errors']}", flush=True)
+        return rows
+
+    if a.start_server:
+        log = a.server_log or Path(tempfile.mkstemp(prefix="uttera-load-", suffix=".log")[1])
+        print(f"starting server (log {log})", flush=True)
+        with started_server(a.model, a.server_args, log) as base_url:
+            rows = run_all(base_url)
+    else:
+        wait_healthy(a.url)
+        rows = run_all(a.url)
+
+    print_table(rows)
+    best = best_level(rows, a.ttfa_budget_ms) if a.mode == "closed" else None
+    if best is not None:
+        for transport, b in best.items():
+            print(f"{transport}: highest concurrency with zero underruns, no errors"
+                  f"{'' if a.ttfa_budget_ms is None else f' and TTFA p99 <= {a.ttfa_budget_ms:g} ms'}: "
+                  + ("none" if b is None else f"{b['level']:g} (TTFA p99 {b['ttfa_ms_p99']:.1f} ms, "
+                                              f"{b['audio_s_per_s']:.2f} audio-s/s)"))
+    meta["loadavg_end"] = machine.loadavg()
+    result = {**meta, "model": str(a.model), "server_args": a.server_args, "seed": a.seed, "mode": a.mode,
+              "duration_s": a.duration, "mix": a.mix or "default", "ttfa_budget_ms": a.ttfa_budget_ms,
+              "floor": floor_data, "best": best, "levels": rows}
+    a.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {a.out}")
+    if len(levels) > 1:
+        png = plot_sweep(rows, a.out.with_suffix(".png"), f"{meta['command']}\n{meta['cpu']} x{meta['cores']}, "
+                         f"{meta['date']}", floor_data and floor_data["floor_ms"], a.ttfa_budget_ms)
+        if png:
+            print(f"wrote {png}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The pure parts of benchmarks/: playback underruns, the seeded text mix, the Poisson schedule, and the
+no-vLLM baseline's greedy KV-cache loop against the independent reference forward."""
+
+import random
+
+import torch
+
+from benchmarks.loop import poisson_schedule
+from benchmarks.playback import RequestRecord, playback
+from benchmarks.stats import pct, summarize
+from benchmarks.texts import KINDS, TextMix
+
+
+def record(chunks, rate=1000):
+    """chunks: [(arrival s, samples)], sent at t=0."""
+    rec = RequestRecord("http", "short", 10, 0.0, sample_rate=rate)
+    for t, n in chunks:
+        rec.add(t, n)
+    rec.t_done = chunks[-1][0]
+    return rec
+
+
+def test_no_underrun_when_each_chunk_arrives_before_the_audio_runs_out():
+    # 100 ms of audio at 0.1 s, next at 0.2 s (exactly when it runs out), then 0.35 s (< 0.4 s).
+    p = playback(record([(0.1, 100), (0.2, 200), (0.35, 100)]))
+    assert (p.underruns, p.stall_s, p.prebuffer_s) == (0, 0.0, 0.0)
+
+
+def test_underruns_count_late_chunks_and_playback_resumes_at_arrival():
+    # Audio runs out at 0.15; the chunk at 0.25 is late by 0.1; it plays to 0.30; the next at 0.31 is late.
+    p = playback(record([(0.1, 50), (0.25, 50), (0.31, 10)]))
+    assert p.underruns == 2
+    assert abs(p.stall_s - 0.11) < 1e-9
+    assert abs(p.prebuffer_s - 0.11) < 1e-9  # the last chunk: 0.31 - 0.1 - 0.1 s of audio before it
+
+
+def test_summary_figures():
+    recs = [record([(0.05, 1000), (0.5, 1000)]), record([(0.2, 500), (2.0, 500)])]
+    bad = RequestRecord("http", "long", 5, 0.0)
+    bad.error = "http_503_service_unavailable"
+    s = summarize([*recs, bad], duration_s=3.0)
+    assert s["requests"] == 3 and s["ok"] == 2 and s["errors"] == {"http_503_service_unavailable": 1}
+    assert s["ttfa_ms_p50"] == 125.0 and s["underruns"] == 1 and s["underrun_requests"] == 1
+    assert s["audio_s"] == 3.0 and s["audio_s_per_s"] == 1.0
+    assert pct([1, 2, 3, 4], 50) == 2.5 and pct([], 50) is None
+
+
+def test_text_mix_is_seeded_and_kinds_have_the_promised_lengths():
+    a, b = TextMix(3), TextMix(3)
+    assert [a.draw() for _ in range(50)] == [b.draw() for _ in range(50)]
+    assert all(3 <= len(t.split()) <= 8 for t in KINDS["short"])
+    assert all(t.count(". ") + 1 >= 3 for t in KINDS["long"])
+    assert poisson_schedule(2.0, 10.0, 1) == poisson_schedule(2.0, 10.0, 1)
+
+
+def test_torch_tts_matches_the_reference_forward(tiny_model_dir):
+    from benchmarks.torch_tts import TorchTTS
+    from tests.engine.reference import ReferenceModel
+
+    tts = TorchTTS(tiny_model_dir, dtype=torch.float32, max_len=512)
+    rng = random.Random(0)
+    ids = [1] + [rng.randrange(3, 200) for _ in range(20)] + [2]
+    mel = tts.generate(ids)
+    pointers = tts.last_pointers
+    assert pointers[0] == 0 and pointers[-1] == len(ids) - 1
+    assert all(0 <= b - a <= tts.max_advance for a, b in zip(pointers, pointers[1:]))
+    tokens = ids + [tts.offset + p for p in pointers]
+    want = ReferenceModel(tiny_model_dir).mel(tokens)[len(ids):].reshape(-1, mel.shape[1])
+    torch.testing.assert_close(mel, want, atol=1e-4, rtol=1e-4)
