@@ -43,7 +43,7 @@ def plot_sweep(levels: list[dict], path: Path, title: str, floor_ms: float | Non
     axes[2].set_ylim(bottom=0)
     fig.suptitle("\n".join(textwrap.wrap(title, 180)), fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    fig.savefig(path, dpi=64)
     plt.close(fig)
     return path
 
