@@ -12,7 +12,8 @@ Exactness: the concatenated PCM of a stream equals `Vocoder.forward` on its whol
 rounding (tests/vocoder/test_streaming.py asserts > 80 dB SNR), and has exactly `T * hop` samples.
 
 Chunking policy: new frames are queued per stream; a stream is vocoded when it has at least
-`first_chunk_frames` queued (its first chunk) or `chunk_frames` (later chunks), or when finished.
+`first_chunk_frames` queued (its first chunk), then as many frames as it has already vocoded
+(so chunks double) up to `chunk_frames`, or when finished.
 All queued frames of every ready stream go through ONE batched forward per `step`.
 
 Batching rows of different lengths: rows are right-padded to the longest and carry their own
@@ -207,7 +208,10 @@ class StreamingVocoder:
         self._pool.release(st.slot)
 
     def _is_ready(self, st: _Stream) -> bool:
-        need = self.first_chunk_frames if st.consumed == 0 else self.chunk_frames
+        """Chunks grow from `first_chunk_frames`, doubling up to `chunk_frames`: each chunk is at most
+        as long as the audio already sent, so a client playing in real time has audio left while the
+        next chunk is generated (a fixed large second chunk made every stream stall once)."""
+        need = min(self.chunk_frames, max(self.first_chunk_frames, st.consumed))
         return st.pending_frames >= need
 
     def _as_frames(self, stream_id: StreamId, frames: Frames) -> Tensor:

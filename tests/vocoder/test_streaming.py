@@ -89,8 +89,10 @@ def test_first_chunk_policy(tiny_vocoder, rng):
     assert len(sv.push("a", random_mel(rng, 3))) == 0 and sv.pending_frames("a") == 3
     assert len(sv.push("a", random_mel(rng, 1))) == 4 * 256 - 2 * 256 - 384  # 128 samples
     assert sv.pending_frames("a") == 0
-    assert len(sv.push("a", random_mel(rng, 12))) == 0 and sv.pending_frames("a") == 12
-    assert len(sv.push("a", random_mel(rng, 4))) == 16 * 256
+    # Later chunks are as long as what was vocoded before them (4, 8, 16), capped at chunk_frames.
+    for size in (4, 8, 16, 16):
+        assert len(sv.push("a", random_mel(rng, size - 1))) == 0 and sv.pending_frames("a") == size - 1
+        assert len(sv.push("a", random_mel(rng, 1))) == size * 256
 
 
 def test_ids_are_reusable_and_lifecycle_errors(tiny_vocoder, rng):
