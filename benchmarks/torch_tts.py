@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
+from uttera_server.pointer_rules import pointer_window
+
 
 def rms_norm(x, w, eps):
     return (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
@@ -94,24 +96,8 @@ class TorchTTS:
 
     # --- pointer rules (uttera_server/pointer_logits.py) ---
     def _next(self, logits, outputs: list[int], n_phonemes: int) -> int:
-        last = n_phonemes - 1
-        if not outputs:
-            lo, hi, stop = 0, 0, False
-        else:
-            p = min(max(outputs[-1] - self.offset, 0), last)
-            dwell = 0
-            for token in reversed(outputs):
-                if token != outputs[-1] or dwell >= self.max_dwell:
-                    break
-                dwell += 1
-            lo = p + 1 if dwell >= self.max_dwell else p
-            hi = min(p + self.max_advance, last)
-            if p == last:
-                stop = True
-                if lo > hi:
-                    lo, hi = 1, 0
-            else:
-                lo, stop = min(lo, hi), False
+        lo, hi, stop = pointer_window(outputs, n_phonemes, max_advance=self.max_advance,
+                                      max_dwell=self.max_dwell, offset=self.offset)
         best, token = float("-inf"), self.stop
         if lo <= hi:
             window = logits[self.offset + lo:self.offset + hi + 1]

@@ -17,6 +17,7 @@ import torch
 from safetensors.torch import load_file
 
 from training.model import AcousticConfig, UtteraTTS
+from uttera_server.pointer_rules import pointer_window
 
 
 @dataclass(slots=True)
@@ -37,21 +38,8 @@ def load_model_dir(path: str | Path, device: str = "cpu") -> UtteraTTS:
 
 
 def allowed_window(outputs: list[int], n_phonemes: int, c: AcousticConfig) -> tuple[int, int, bool]:
-    """[lo, hi] allowed pointers and whether STOP is allowed (same as PointerLogitsProcessor._window)."""
-    last = n_phonemes - 1
-    if not outputs:
-        return 0, 0, False
-    p = min(max(outputs[-1], 0), last)
-    dwell = 0
-    for q in reversed(outputs):
-        if q != outputs[-1] or dwell >= c.max_steps_per_phoneme:
-            break
-        dwell += 1
-    lo = p + 1 if dwell >= c.max_steps_per_phoneme else p
-    hi = min(p + c.max_advance, last)
-    if p == last:
-        return (lo, hi, True) if lo <= hi else (1, 0, True)
-    return min(lo, hi), hi, False
+    """[lo, hi] allowed pointers and whether STOP is allowed: the serving rules, on pointer indices."""
+    return pointer_window(outputs, n_phonemes, max_advance=c.max_advance, max_dwell=c.max_steps_per_phoneme)
 
 
 @torch.no_grad()

@@ -11,6 +11,8 @@ import torch
 from vllm.config import VllmConfig
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
 
+from .pointer_rules import pointer_window
+
 
 class _Track:
     __slots__ = ("n_phonemes", "outputs")
@@ -47,24 +49,6 @@ class PointerLogitsProcessor(LogitsProcessor):
             if tb is not None and direction.name == "SWAP":
                 self.tracks[a] = tb
 
-    def _window(self, track: _Track) -> tuple[int, int, bool]:
-        """Allowed pointer range [lo, hi] and whether STOP is allowed."""
-        outputs = track.outputs
-        last = track.n_phonemes - 1
-        if not outputs:
-            return 0, 0, False
-        p = min(max(outputs[-1] - self.offset, 0), last)
-        dwell = 0
-        for token in reversed(outputs):
-            if token != outputs[-1] or dwell >= self.max_dwell:
-                break
-            dwell += 1
-        lo = p + 1 if dwell >= self.max_dwell else p
-        hi = min(p + self.max_advance, last)
-        if p == last:
-            return (lo, hi, True) if lo <= hi else (1, 0, True)
-        return min(lo, hi), hi, False
-
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         if not self.tracks:
             return logits
@@ -72,7 +56,8 @@ class PointerLogitsProcessor(LogitsProcessor):
         for index, track in self.tracks.items():
             if index >= logits.shape[0]:
                 continue
-            lo, hi, stop = self._window(track)
+            lo, hi, stop = pointer_window(track.outputs, track.n_phonemes, max_advance=self.max_advance,
+                                          max_dwell=self.max_dwell, offset=self.offset)
             rows.append(index)
             lows.append(self.offset + lo)
             highs.append(self.offset + hi)
