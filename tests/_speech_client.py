@@ -60,6 +60,15 @@ async def recv(ws: ClientConnection) -> str | bytes:
     return await asyncio.wait_for(ws.recv(), timeout(30))
 
 
+async def recv_audio(ws: ClientConnection) -> bytes:
+    """The next binary frame; word `timestamps` of a segment may come before its first audio."""
+    message = await recv(ws)
+    while isinstance(message, str):
+        assert json.loads(message)["type"] == "timestamps", message
+        message = await recv(ws)
+    return message
+
+
 async def recv_json(ws: ClientConnection) -> dict:
     message = await recv(ws)
     assert isinstance(message, str), f"expected a JSON message, got {len(message)} binary bytes"

@@ -9,7 +9,7 @@ from _speech_client import (
     expect_close,
     metric,
     read_metrics,
-    recv,
+    recv_audio,
     recv_json,
     requests_total,
     send_json,
@@ -54,7 +54,7 @@ async def test_cancel_stops_audio(ws_url, http):
         await send_json(ws, type="text", text=LONG_TEXT)
         await recv_json(ws)  # started
         await send_json(ws, type="flush")
-        assert isinstance(await recv(ws), bytes)  # audio is flowing
+        assert len(await recv_audio(ws)) > 0  # audio is flowing
         await send_json(ws, type="cancel")
         messages, _ = await collect_until(ws, "cancelled")
         assert [m for m in messages if m["type"] != "timestamps"] == [{"type": "cancelled", "context_id": "default"}]
@@ -122,8 +122,8 @@ async def test_client_disconnect_mid_stream(ws_url, http):
     async with connect(ws_url) as ws:
         await send_json(ws, type="text", text=LONG_TEXT)
         await send_json(ws, type="flush")
-        await recv_json(ws)  # started
-        assert isinstance(await recv(ws), bytes)
+        assert (await recv_json(ws))["type"] == "started"
+        assert len(await recv_audio(ws)) > 0  # audio is flowing; hang up
     await wait_for_metrics(http, lambda s: requests_total(s, "websocket", "disconnected") >= before + 1
                            and metric(s, "uttera_active_streams") == 0)
 
