@@ -102,6 +102,7 @@ async def scrape(client: httpx.AsyncClient) -> dict[str, float]:
 
 
 STEP_COUNTER = "uttera_engine_steps_total"
+STEP_SECONDS = "uttera_engine_step_seconds_total"
 
 
 def engine_summary(before: dict, after: dict, samples: list[dict], wall_s: float) -> dict:
@@ -116,7 +117,8 @@ def engine_summary(before: dict, after: dict, samples: list[dict], wall_s: float
     if STEP_COUNTER in before and STEP_COUNTER in after:
         steps = after[STEP_COUNTER] - before[STEP_COUNTER]
         out["engine_steps"] = steps
-        out["step_ms_mean"] = round(1000 * wall_s / steps, 3) if steps else None
+        busy_s = after.get(STEP_SECONDS, 0.0) - before.get(STEP_SECONDS, 0.0)
+        out["step_ms_mean"] = round(1000 * busy_s / steps, 3) if steps else None
     else:
         out["step_ms_mean"] = None
         out["step_note"] = f"/metrics has no {STEP_COUNTER}: engine step time not available from the server"

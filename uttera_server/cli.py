@@ -17,7 +17,7 @@ import wave
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .config import DTYPES, LOG_LEVELS, EngineConfig, ServerConfig
+from .config import DTYPES, LOG_LEVELS, SCHEDULING, VOCODER_DEVICES, EngineConfig, ServerConfig
 from .errors import ConfigError, UtteraError
 from .speech_params import Catalog, check_speed, check_text, check_voice
 from .wav import SAMPLE_BYTES, pcm_bytes
@@ -71,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(engine, EngineConfig, "vocoder_chunk_frames", "mel frames per vocoder chunk", type=int)
     _flag(engine, EngineConfig, "first_chunk_frames", "mel frames of the first vocoder chunk (earlier first audio)",
           type=int)
+    _flag(engine, EngineConfig, "scheduling", "order of engine requests and vocoder batches: deadline = "
+          "earliest client playback deadline first (first-chunk priority), fcfs = arrival order",
+          choices=SCHEDULING)
+    _flag(engine, EngineConfig, "vocoder_device", "where the vocoder runs (auto: CUDA if visible, else CPU)",
+          choices=VOCODER_DEVICES)
 
     parser = argparse.ArgumentParser(prog="uttera", description="Streaming text-to-speech on vLLM.")
     commands = parser.add_subparsers(dest="command", required=True)

@@ -9,6 +9,8 @@ from pathlib import Path
 from .errors import ConfigError
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
+SCHEDULING = ("deadline", "fcfs")
+VOCODER_DEVICES = ("auto", "cpu", "cuda")
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
 
@@ -35,6 +37,13 @@ class EngineConfig:
         faster than torch.compile and started in 30 s instead of 75 s), compiled with CUDA graphs on GPU.
     vocoder_chunk_frames: mel frames per vocoder call (hop_length samples each) once audio is flowing.
     first_chunk_frames: mel frames of the first vocoder call; fewer frames give earlier first audio.
+    scheduling: "deadline" (first-chunk priority): every engine request and every vocoder batch is
+        ordered by the time its client's audio runs out (a new request's is its arrival, a later
+        sentence's is when the audio already generated for its request finishes playing), earliest
+        first, so first chunks go ahead of streams that are already ahead of real time, and a stream
+        whose buffer runs low goes ahead of both. "fcfs": vLLM's arrival order, one vocoder batch.
+    vocoder_device: where the streaming vocoder runs; "auto" is the first CUDA device when the server
+        process sees one (on its own CUDA stream), else the CPU (a worker thread).
     """
 
     max_num_seqs: int = 32
@@ -49,6 +58,8 @@ class EngineConfig:
     seed: int = 0
     vocoder_chunk_frames: int = 32
     first_chunk_frames: int = 8
+    scheduling: str = "deadline"
+    vocoder_device: str = "auto"
 
     def __post_init__(self) -> None:
         _positive("max_num_seqs (--max-num-seqs)", self.max_num_seqs)
@@ -72,6 +83,12 @@ class EngineConfig:
             raise ConfigError(f"seed (--seed) must be >= 0, got {self.seed}")
         _positive("vocoder_chunk_frames (--vocoder-chunk-frames)", self.vocoder_chunk_frames)
         _positive("first_chunk_frames (--first-chunk-frames)", self.first_chunk_frames)
+        if self.scheduling not in SCHEDULING:
+            raise ConfigError(f"scheduling (--scheduling) must be one of {', '.join(SCHEDULING)}, "
+                              f"got {self.scheduling!r}")
+        if self.vocoder_device not in VOCODER_DEVICES:
+            raise ConfigError(f"vocoder_device (--vocoder-device) must be one of {', '.join(VOCODER_DEVICES)}, "
+                              f"got {self.vocoder_device!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,11 @@ class EngineStats:
     kv_cache_usage: float = 0.0  # fraction of KV blocks in use
     steps: int = 0
     last_step_time: float = field(default=0.0)  # time.monotonic() of the last report
+    # Steps that followed a step with requests running, and the time between those reports: their ratio
+    # is the engine's step time under load, as seen from this process (scheduler + forward + IPC).
+    busy_steps: int = 0
+    busy_step_s: float = 0.0
+    step_trace: list[float] | None = None  # set to [] to record every report's time.monotonic()
     # Requests that ended in the engine, by vLLM finish reason: "stop" (the model said STOP), "length"
     # (hit max_tokens: a runaway, which the pointer rules should make impossible), "abort".
     finished: Counter = field(default_factory=Counter)
@@ -61,11 +66,17 @@ def _stat_logger_factory(stats: EngineStats):
             if scheduler_stats is None:
                 return
             stats.prefix_cache_hits += scheduler_stats.prefix_cache_stats.hits
+            now = time.monotonic()
+            if stats.num_running > 0 and stats.last_step_time:
+                stats.busy_steps += 1
+                stats.busy_step_s += now - stats.last_step_time
             stats.num_running = scheduler_stats.num_running_reqs
             stats.num_waiting = scheduler_stats.num_waiting_reqs + scheduler_stats.num_skipped_waiting_reqs
             stats.kv_cache_usage = scheduler_stats.kv_cache_usage
             stats.steps += 1
-            stats.last_step_time = time.monotonic()
+            stats.last_step_time = now
+            if stats.step_trace is not None:
+                stats.step_trace.append(now)
 
         def log_engine_initialized(self):
             pass
@@ -79,6 +90,13 @@ class MelEngine:
         self.config = config
         self.stats = EngineStats()
         self._llm = None
+        self._epoch = time.monotonic()
+
+    def priority(self, deadline: float) -> int:
+        """vLLM's priority (smaller goes first) for a request whose client runs out of audio at
+        `deadline` (time.monotonic()): milliseconds from this engine's creation, so the waiting queue is
+        served earliest-deadline-first; ties go by arrival. Used with `scheduling="deadline"`."""
+        return round(1000.0 * (deadline - self._epoch))
 
     def start(self) -> None:
         """Start the engine core (a spawned process): call from a `__main__`-guarded program."""
@@ -109,6 +127,8 @@ class MelEngine:
             logits_processors=[POINTER_PROCESSOR],
             disable_log_stats=False,
             seed=c.seed,
+            # "deadline": each request's priority is its client's playback deadline (see `priority`).
+            scheduling_policy="priority" if c.scheduling == "deadline" else "fcfs",
         )
         self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[_stat_logger_factory(self.stats)])
 
@@ -142,8 +162,12 @@ class MelEngine:
             self._llm.shutdown()
             self._llm = None
 
-    async def generate(self, phoneme_ids: list[int], request_id: str | None = None) -> AsyncIterator[MelStep]:
-        """Yield the mel chunks of one utterance (one sentence prompt) as the engine produces them."""
+    async def generate(self, phoneme_ids: list[int], request_id: str | None = None,
+                       deadline: float | None = None) -> AsyncIterator[MelStep]:
+        """Yield the mel chunks of one utterance (one sentence prompt) as the engine produces them.
+
+        `deadline` (time.monotonic()) is when the client runs out of audio without this request: now for
+        a request's first sentence; it orders waiting requests under `scheduling="deadline"`."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
@@ -165,7 +189,10 @@ class MelEngine:
         try:
             # aclosing: when our consumer stops early, vLLM's generator is closed right away, which
             # aborts the engine request (rather than whenever the abandoned generator is collected).
-            async with aclosing(self._llm.generate(prompt, params, request_id)) as outputs:
+            priority = 0
+            if self.config.scheduling == "deadline":
+                priority = self.priority(time.monotonic() if deadline is None else deadline)
+            async with aclosing(self._llm.generate(prompt, params, request_id, priority=priority)) as outputs:
                 async for out in outputs:
                     completion = out.outputs[0]
                     chunks = completion.mel_chunks

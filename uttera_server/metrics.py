@@ -50,7 +50,12 @@ class _EngineQueueCollector(Collector):
                                            labels=["reason"])
             for reason, count in sorted(stats.finished.items()):
                 finished.add_metric([reason], count)
-            families = (*families, finished)
+            steps = CounterMetricFamily("uttera_engine_steps", "Engine steps that followed a step with running "
+                                        "requests", value=stats.busy_steps)
+            step_s = CounterMetricFamily("uttera_engine_step_seconds", "Wall time of those steps, as seen by "
+                                         "the server (their mean is the step time under load)",
+                                         value=stats.busy_step_s)
+            families = (*families, finished, steps, step_s)
         except Exception:  # engine not started or gone: export the names without samples
             log.debug("engine_stats() failed at scrape time", exc_info=True)
         return iter(families)

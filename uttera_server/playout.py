@@ -20,3 +20,7 @@ class PlayoutClock:
         underrun = now > self.end and ready_since <= self.end
         self.end = max(self.end, now) + seconds
         return underrun
+
+    def lead(self, now: float) -> float:
+        """Seconds of audio sent and not yet played at `now` (0 before any)."""
+        return 0.0 if self.end is None else max(0.0, self.end - now)

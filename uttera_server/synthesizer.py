@@ -56,6 +56,35 @@ class WordTimings:
     sentence: int  # index of the sentence they belong to
 
 
+def vocoder_device(setting: str) -> str:
+    """`EngineConfig.vocoder_device` resolved in this process: "auto" is CUDA when torch sees a GPU."""
+    import torch
+
+    if setting == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if setting == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--vocoder-device cuda: this process sees no CUDA device (use auto or cpu)")
+    return setting
+
+
+@dataclass(slots=True)
+class _Deadline:
+    """When the client of one `stream()` runs out of audio, for ordering engine requests and vocoder
+    batches (`EngineConfig.scheduling`): before its first audio, at arrival plus the audio it already
+    had buffered (`lead_s`); after, at its first audio plus the audio generated so far."""
+
+    arrival: float
+    lead_s: float
+    first_audio: float | None = None
+    generated_s: float = 0.0  # audio of the sentences whose generation has ended
+
+    def at(self) -> float:
+        start = self.arrival + self.lead_s
+        if self.first_audio is not None:
+            start = max(start, self.first_audio)
+        return start + self.generated_s
+
+
 def to_int16(audio: np.ndarray) -> np.ndarray:
     return (np.clip(audio, -1.0, 1.0) * 32767.0).astype(np.int16)
 
@@ -92,16 +121,18 @@ class Synthesizer:
         c = self.engine_config
         vocoder = Vocoder.from_dir(self.model.path / "vocoder")
         vocoder.config.check_matches(json.loads((self.model.path / "config.json").read_text()))
+        self.vocoder_device = vocoder_device(c.vocoder_device)
         streaming = StreamingVocoder(vocoder, chunk_frames=c.vocoder_chunk_frames,
-                                     first_chunk_frames=c.first_chunk_frames)
-        self._worker = VocoderWorker(streaming)
+                                     first_chunk_frames=c.first_chunk_frames, device=self.vocoder_device)
+        self._worker = VocoderWorker(streaming, deadline_first=c.scheduling == "deadline")
         frontend.prepare("Warm up.")  # loads espeak-ng data before the first request
         await asyncio.to_thread(self._engine.start)
         # One short utterance through the whole path, so the first client does not pay for cold
         # caches (the first request after start took ~0.9 s to its first byte, later ones ~70 ms).
         async for _ in self.stream("Warm up."):
             pass
-        log.info("engine ready: model %s (%s)", self.model.path, self.model_id)
+        log.info("engine ready: model %s (%s), vocoder on %s, %s scheduling", self.model.path, self.model_id,
+                 self.vocoder_device, c.scheduling)
 
     async def close(self) -> None:
         if self._worker is not None:
@@ -136,13 +167,14 @@ class Synthesizer:
 
     def stream(self, text: str, *, voice: str = DEFAULT_VOICE, speed: float = 1.0,
                request_id: str | None = None, with_timestamps: bool = False,
-               text_offset: int = 0) -> AsyncIterator[AudioChunk | WordTimings]:
+               text_offset: int = 0, lead_s: float = 0.0) -> AsyncIterator[AudioChunk | WordTimings]:
         """Validate now, then return the audio of `text` as an async iterator of chunks.
 
         With `with_timestamps`, `WordTimings` items are interleaved with the chunks: every word of `text`
         as written (`Sentence.words`), once, in order, each sent once the engine's pointer has moved past
         it (so before or with its audio), times in ms from the first sample of this stream. Character
-        spans are indices into `text` plus `text_offset`.
+        spans are indices into `text` plus `text_offset`. `lead_s`: audio the client already has
+        buffered ahead of this stream (a WebSocket context's earlier segments), for deadline scheduling.
         """
         from .frontend import prepare
 
@@ -155,15 +187,16 @@ class Synthesizer:
             raise EmptyInput(f"nothing to speak in the input: {e}") from None
         if not sentences:
             raise EmptyInput("nothing to speak in the input")
-        return self._generate(sentences, float(speed), request_id or uuid.uuid4().hex, with_timestamps)
+        deadline = _Deadline(arrival=time.monotonic(), lead_s=max(0.0, float(lead_s)))
+        return self._generate(sentences, float(speed), request_id or uuid.uuid4().hex, with_timestamps, deadline)
 
-    async def _generate(self, sentences, speed: float, request_id: str,
-                        with_timestamps: bool) -> AsyncIterator[AudioChunk | WordTimings]:
+    async def _generate(self, sentences, speed: float, request_id: str, with_timestamps: bool,
+                        deadline: _Deadline) -> AsyncIterator[AudioChunk | WordTimings]:
         worker = self._worker
         opened: list[str] = []
         handoff: asyncio.Queue = asyncio.Queue()  # (sentence index, pcm queue) or an exception
         producer = asyncio.create_task(self._produce(sentences, speed, request_id, handoff, opened,
-                                                     with_timestamps))
+                                                     with_timestamps, deadline))
         samples = 0  # yielded so far: the start of the next sentence's audio
         last_span = None  # a word cut in two by a long-sentence split is reported once
         try:
@@ -186,6 +219,8 @@ class Synthesizer:
                         if words:
                             yield WordTimings(tuple(words), index)
                         continue
+                    if deadline.first_audio is None:
+                        deadline.first_audio = time.monotonic()
                     samples += pcm.shape[0]
                     yield AudioChunk(to_int16(pcm), index)
             await producer
@@ -200,21 +235,22 @@ class Synthesizer:
                 worker.cancel(sid)
 
     async def _produce(self, sentences, speed, request_id, handoff: asyncio.Queue, opened: list[str],
-                       with_timestamps: bool) -> None:
+                       with_timestamps: bool, deadline: _Deadline) -> None:
         """Run the engine for each sentence in turn; mel goes to the vocoder, which delivers PCM to the
         sentence's queue, and word timings go straight to the same queue (so they precede their audio)."""
         worker, m = self._worker, self.model
         step_ms = 1000.0 * m.frames_per_step * m.hop_length / m.sample_rate / speed
         for index, sentence in enumerate(sentences):
             sid = f"{request_id}-{index}-{next(self._ids)}"
-            pcm_queue = worker.open(sid)
+            due = deadline.at()
+            pcm_queue = worker.open(sid, deadline=due)
             opened.append(sid)
             handoff.put_nowait((index, pcm_queue))
             scale = MelTimeScale(speed)
             clock = SentenceWordClock(sentence.phoneme_words, sentence.words, step_ms) if with_timestamps else None
             frames_out = 0
             try:
-                async for step in self._engine.generate(sentence.phoneme_ids, request_id=sid):
+                async for step in self._engine.generate(sentence.phoneme_ids, request_id=sid, deadline=due):
                     if clock is not None and (words := clock.step(step.pointer)):
                         pcm_queue.put_nowait(words)
                     frames = scale.push(step.mel)
@@ -225,6 +261,7 @@ class Synthesizer:
                 if tail.size:
                     frames_out += tail.shape[0]
                     worker.push(sid, tail)
+                deadline.generated_s += frames_out * m.frame_ms / 1000.0
                 if clock is not None and (words := clock.finish(frames_out * m.frame_ms)):
                     pcm_queue.put_nowait(words)
                 worker.finish(sid)

@@ -8,10 +8,17 @@ the vocoder runs on its own CUDA stream (see vocoder/streaming.py); on CPU torch
 GIL, and the thread gets its own intra-op thread count.
 
 PCM is delivered to each stream's `asyncio.Queue` as float32 arrays; `None` marks the end of a stream.
+
+First-chunk priority (`deadline_first=True`): each stream carries the time its client runs out of audio
+(`open(deadline=)`, advanced by the audio delivered since). A pass whose ready streams include some with
+less than `urgent_slack_s` left (a new stream's first chunk, a stream whose buffer runs low) and some
+with more vocodes the urgent ones first, delivers them, then the others: a first chunk waits for a
+small forward rather than for the whole batch, and the streams that waited are the ones that can.
 """
 
 import asyncio
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Hashable
 
@@ -22,9 +29,13 @@ from vocoder.streaming import StreamingVocoder
 
 
 class VocoderWorker:
-    def __init__(self, vocoder: StreamingVocoder, *, torch_threads: int = 1):
+    def __init__(self, vocoder: StreamingVocoder, *, torch_threads: int = 1, deadline_first: bool = True,
+                 urgent_slack_s: float = 0.25):
         self.vocoder = vocoder
         self.torch_threads = torch_threads
+        self.deadline_first = deadline_first
+        self.urgent_slack_s = urgent_slack_s
+        self._deadlines: dict[Hashable, float] = {}  # stream -> when its client runs out of audio
         self._cv = threading.Condition()
         self._frames: dict[Hashable, list[np.ndarray]] = defaultdict(list)
         self._open: list[Hashable] = []
@@ -35,17 +46,21 @@ class VocoderWorker:
         self._error: BaseException | None = None
         self.batches = 0  # vocoder forwards run (for metrics and tests)
         self.batched_streams = 0  # sum over forwards of streams in the batch
+        self.split_passes = 0  # passes that vocoded urgent streams ahead of the others
+        self.trace: list[tuple[float, float, int]] | None = None  # set to [] to record (start, end, streams)
         self._thread = threading.Thread(target=self._run, name="uttera-vocoder", daemon=True)
         self._thread.start()
 
     # --- called from the event loop ---
-    def open(self, stream_id: Hashable) -> asyncio.Queue:
-        """Start a stream; its PCM chunks (then `None`) arrive on the returned queue."""
+    def open(self, stream_id: Hashable, deadline: float | None = None) -> asyncio.Queue:
+        """Start a stream; its PCM chunks (then `None`) arrive on the returned queue. `deadline`
+        (time.monotonic()): when its client runs out of audio without it; default now."""
         queue: asyncio.Queue = asyncio.Queue()
         with self._cv:
             if self._error is not None:
                 raise RuntimeError("vocoder worker failed") from self._error
             self._queues[stream_id] = (asyncio.get_running_loop(), queue)
+            self._deadlines[stream_id] = time.monotonic() if deadline is None else deadline
             self._open.append(stream_id)
             self._cv.notify()
         return queue
@@ -67,6 +82,7 @@ class VocoderWorker:
         with self._cv:
             self._queues.pop(stream_id, None)
             self._frames.pop(stream_id, None)
+            self._deadlines.pop(stream_id, None)
             self._cancel.append(stream_id)
             self._cv.notify()
 
@@ -112,15 +128,36 @@ class VocoderWorker:
         finish = [sid for sid in finish if sid in live]
         if not batch and not finish:
             return
+        if self.deadline_first:
+            now = time.monotonic()
+            with self._cv:
+                urgent = {sid for sid in set(batch) | set(finish)
+                          if self._deadlines.get(sid, now) - now < self.urgent_slack_s}
+            if urgent and len(urgent) < len(set(batch) | set(finish)):
+                self.split_passes += 1
+                self._vocode({sid: f for sid, f in batch.items() if sid in urgent},
+                             [sid for sid in finish if sid in urgent])
+                batch = {sid: f for sid, f in batch.items() if sid not in urgent}
+                finish = [sid for sid in finish if sid not in urgent]
+        self._vocode(batch, finish)
+
+    def _vocode(self, batch: dict, finish: list) -> None:
+        t0 = time.monotonic()
         pcm = self.vocoder.step(batch, finish=finish)
+        if self.trace is not None:
+            self.trace.append((t0, time.monotonic(), len(pcm)))
         self.batches += 1
         self.batched_streams += len(pcm)
         done = set(finish)
+        sample_rate = self.vocoder.config.sample_rate
         for sid, audio in pcm.items():
             with self._cv:
                 target = self._queues.get(sid)
                 if sid in done:
                     self._queues.pop(sid, None)
+                    self._deadlines.pop(sid, None)
+                elif sid in self._deadlines:
+                    self._deadlines[sid] += audio.shape[0] / sample_rate
             if target is None:
                 continue  # cancelled meanwhile
             loop, queue = target

@@ -107,6 +107,10 @@ class ContextStream:
     def synthesizing(self) -> bool:
         return any(isinstance(w, _Work) and w.state is SegmentState.RUNNING for w in self._work)
 
+    def lead_s(self, now: float) -> float:
+        """Audio sent to the client and not yet played, in seconds (a real-time player from the first frame)."""
+        return self._playout.lead(now)
+
     def deadline(self) -> float | None:
         """When `tick` must run (the chunker's max wait), or None."""
         return self._chunker.deadline() if self.state is ContextState.OPEN else None

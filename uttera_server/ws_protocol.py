@@ -99,6 +99,11 @@ class SpeechSessionProtocol:
     def segment_live(self, segment_id: int) -> bool:
         return segment_id in self._segments
 
+    def lead_s(self, segment_id: int) -> float:
+        """Audio the segment's context has sent and the client has not played yet, in seconds."""
+        ctx = self._segments.get(segment_id)
+        return 0.0 if ctx is None else ctx.lead_s(self.clock())
+
     def holds_too_much(self, segment_id: int) -> bool:
         """True while a pipelined segment holds more audio than allowed: its producer should wait."""
         ctx = self._segments.get(segment_id)

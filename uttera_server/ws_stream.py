@@ -250,7 +250,7 @@ class SpeechStreamSession:
             try:
                 chunks = synth.stream(segment.text, voice=segment.voice, speed=segment.speed,
                                       request_id=f"ws-{self.id}-{segment.id}", with_timestamps=True,
-                                      text_offset=segment.text_offset)
+                                      text_offset=segment.text_offset, lead_s=proto.lead_s(segment.id))
             except EmptyInput:
                 pass  # nothing speakable in this piece ("--", an emoji): it has no audio
             except Exception as e:

@@ -27,6 +27,8 @@ def test_defaults_are_valid(tmp_path):
     ("vocoder_chunk_frames", 0, "--vocoder-chunk-frames"),
     ("first_chunk_frames", -4, "--first-chunk-frames"),
     ("seed", -1, "--seed"),
+    ("scheduling", "lifo", "--scheduling"),
+    ("vocoder_device", "tpu", "--vocoder-device"),
 ])  # fmt: skip
 def test_engine_config_names_the_flag(field, value, flag):
     with pytest.raises(ConfigError, match=flag):
@@ -71,13 +73,15 @@ def test_flags_build_both_configs(tmp_path):
         "--kv-cache-memory-bytes", "1000000", "--dtype", "float32", "--tensor-parallel-size", "2",
         "--block-size", "32", "--enable-prefix-caching", "--enforce-eager", "--seed", "3",
         "--vocoder-chunk-frames", "16", "--first-chunk-frames", "4", "--graceful-shutdown-timeout", "5",
+        "--scheduling", "fcfs", "--vocoder-device", "cpu",
     ])  # fmt: skip
     assert build_config(args) == ServerConfig(
         model_dir=tmp_path, host="0.0.0.0", port=9000, max_input_chars=100, graceful_shutdown_s=5.0,
         engine=EngineConfig(max_num_seqs=4, max_model_len=2048, gpu_memory_utilization=0.5,
                             kv_cache_memory_bytes=1000000, dtype="float32", tensor_parallel_size=2,
                             block_size=32, enable_prefix_caching=True, enforce_eager=True, seed=3,
-                            vocoder_chunk_frames=16, first_chunk_frames=4),
+                            vocoder_chunk_frames=16, first_chunk_frames=4, scheduling="fcfs",
+                            vocoder_device="cpu"),
     )  # fmt: skip
 
 

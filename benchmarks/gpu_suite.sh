@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The performance suite on the H200 host (no registry; vLLM 0.32.0 arrives as wheel parts, see
+# benchmarks/RESULTS.md "H200"). Each subcommand fits one device call (<= 10 minutes) and leaves its
+# JSON, PNG and server logs in $OUT (at most 8 files come back per call).
+#
+#   bash benchmarks/gpu_suite.sh install     ~/stash/gpu.part* -> ~/site (+ piper's espeak, + this package)
+#   bash benchmarks/gpu_suite.sh default     default voice: http+ws sweep (deadline), http sweep (fcfs)
+#   bash benchmarks/gpu_suite.sh large       0.5B random-weight config: http sweep
+#   bash benchmarks/gpu_suite.sh baselines   (a)-(e) on the default voice, step inflation, timeline
+set -u
+export PYTHONPATH=$PWD:$HOME/site VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+ARGS=${ARGS:---max-num-seqs 1024 --gpu-memory-utilization 0.5}
+DUR=${DUR:-10}
+run() { echo "[$(date +%T)] $*"; timeout "${STEP_S:-420}" "$@"; echo "[$(date +%T)] exit $?"; }
+
+case "${1:-}" in
+install)
+  bash .whl/install_on_gpu_host.sh || exit 1
+  tar -C "$HOME/site" -xJf .whl/piper_min.tar.xz || exit 1
+  python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target "$HOME/site" . || exit 1
+  python3 - <<'EOF'
+import importlib.metadata as md, torch, vllm, piper
+print("torch", torch.__version__, torch.cuda.get_device_name(), "vllm", vllm.__version__)
+print("plugins", [e.value for e in md.entry_points(group="vllm.general_plugins")])
+EOF
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+  ;;
+default)
+  run python3 benchmarks/load.py --start-server --model voices/default --device cuda --server-args "$ARGS" \
+    --sweep "${SWEEP:-1,16,64,256,512}" --transport both --duration "$DUR" --ttfa-budget-ms 100 \
+    --out "$OUT/load_default_h200.json" --server-log "$OUT/load_default_h200.server.log"
+  run python3 benchmarks/load.py --start-server --model voices/default --device cuda \
+    --server-args "$ARGS --scheduling fcfs" --sweep "${SWEEP:-1,16,64,256,512}" --transport http \
+    --duration "$DUR" --ttfa-budget-ms 100 --floor "$OUT/load_default_h200.floor.json" \
+    --out "$OUT/load_default_h200_fcfs.json" --server-log "$OUT/load_default_h200_fcfs.server.log"
+  ;;
+large)
+  [ -d models/random-0.5b ] || run python3 benchmarks/make_05b_model.py --out models/random-0.5b
+  run python3 benchmarks/load.py --start-server --model models/random-0.5b --device cuda --server-args "$ARGS" \
+    --sweep "${SWEEP:-1,16,64,256}" --transport http --duration "$DUR" --ttfa-budget-ms 300 \
+    --out "$OUT/load_05b_h200.json" --server-log "$OUT/load_05b_h200.server.log"
+  ;;
+baselines)
+  run python3 benchmarks/baselines.py --model voices/default --device cuda --server-args "$ARGS" \
+    --concurrency "${CONC:-1,64}" --duration "$DUR" --rounds 1 --variants d,c,e,b,a --timeline \
+    --out "$OUT/baselines_default_h200.json"
+  ;;
+*) echo "usage: $0 install|default|large|baselines" >&2; exit 2 ;;
+esac
+ls -la "$OUT"

@@ -1,0 +1,97 @@
+"""First-chunk priority in the server's vocoder worker (uttera_server/vocoder_worker.py), with the real
+vocoder: streams whose client is about to run out of audio are vocoded ahead of the others."""
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+from voc_helpers import offline, random_mel, snr_db
+
+
+def worker_with_log(vocoder, **kwargs):
+    """A VocoderWorker whose StreamingVocoder records the streams of every batched forward."""
+    from uttera_server.vocoder_worker import VocoderWorker
+    from vocoder.streaming import StreamingVocoder
+
+    sv = StreamingVocoder(vocoder, chunk_frames=8, first_chunk_frames=8)
+    batches = []
+    step = sv.step
+
+    def logged_step(frames, finish=()):
+        batches.append(sorted(set(frames) | set(finish)))
+        return step(frames, finish=finish)
+
+    sv.step = logged_step
+    return VocoderWorker(sv, **kwargs), batches
+
+
+async def drain(queue: asyncio.Queue) -> np.ndarray:
+    parts = []
+    while (item := await asyncio.wait_for(queue.get(), 10)) is not None:
+        assert not isinstance(item, BaseException), item
+        parts.append(item)
+    return np.concatenate(parts)
+
+
+async def feed_together(worker, mels: dict, deadlines: dict) -> dict:
+    """Open every stream and queue all its frames and its finish while the worker thread is held, so one
+    pass sees them all; returns each stream's PCM."""
+    with worker._cv:  # the worker thread waits on this condition: it sees everything at once
+        queues = {sid: worker.open(sid, deadline=deadlines[sid]) for sid in mels}
+        for sid, mel in mels.items():
+            worker.push(sid, mel)
+            worker.finish(sid)
+    return dict(zip(queues, await asyncio.gather(*(drain(q) for q in queues.values()))))
+
+
+async def test_urgent_streams_are_vocoded_first_and_exactly(tiny_vocoder, rng):
+    worker, batches = worker_with_log(tiny_vocoder, urgent_slack_s=0.25)
+    try:
+        now = time.monotonic()
+        mels = {"ahead-1": random_mel(rng, 24), "new": random_mel(rng, 24), "ahead-2": random_mel(rng, 24)}
+        deadlines = {"ahead-1": now + 5.0, "new": now, "ahead-2": now + 3.0}
+        pcm = await feed_together(worker, mels, deadlines)
+        assert batches == [["new"], ["ahead-1", "ahead-2"]] and worker.split_passes == 1
+        for sid, mel in mels.items():  # splitting the batch changes nothing in the audio
+            assert snr_db(offline(tiny_vocoder, mel), pcm[sid]) > 80
+    finally:
+        worker.close()
+
+
+async def test_fcfs_vocodes_one_batch(tiny_vocoder, rng):
+    worker, batches = worker_with_log(tiny_vocoder, deadline_first=False)
+    try:
+        now = time.monotonic()
+        mels = {"a": random_mel(rng, 16), "b": random_mel(rng, 16)}
+        await feed_together(worker, mels, {"a": now + 5.0, "b": now})
+        assert batches == [["a", "b"]] and worker.split_passes == 0
+    finally:
+        worker.close()
+
+
+@pytest.mark.parametrize("slack", [0.0, 10.0])
+async def test_no_split_when_all_streams_are_alike(tiny_vocoder, rng, slack):
+    worker, batches = worker_with_log(tiny_vocoder)
+    try:
+        now = time.monotonic()
+        mels = {"a": random_mel(rng, 16), "b": random_mel(rng, 16)}
+        await feed_together(worker, mels, {"a": now + slack, "b": now + slack})
+        assert batches == [["a", "b"]] and worker.split_passes == 0
+    finally:
+        worker.close()
+
+
+async def test_a_stream_gains_slack_with_the_audio_it_delivers(tiny_vocoder, rng):
+    worker, _ = worker_with_log(tiny_vocoder)
+    try:
+        start = time.monotonic()
+        queue = worker.open("s", deadline=start)
+        worker.push("s", random_mel(rng, 16))
+        pcm = await asyncio.wait_for(queue.get(), 10)
+        sr = tiny_vocoder.config.sample_rate
+        assert worker._deadlines["s"] == pytest.approx(start + pcm.shape[0] / sr)
+        worker.cancel("s")
+        assert "s" not in worker._deadlines
+    finally:
+        worker.close()
