@@ -75,7 +75,8 @@ async def test_too_much_buffered_text_ends_only_that_context(ws_url, http):
         await other.send_text(BYSTANDER_TEXT)
         greedy = client.context("greedy")
         await greedy.send_text("word " * (MAX_INPUT_CHARS // 5 - 2))  # 990 characters: under the limit
-        await greedy.send_text("and twenty more char")  # over it while the first segments still run
+        # Over it by far more than one segment holds, so it stays over however much was spoken meanwhile.
+        await greedy.send_text("more words " * 80)
         events = [e async for e in greedy.events(timeout(30))]
         assert isinstance(events[-1], ContextError) and events[-1].code == "input_too_long"
         await other.end()
