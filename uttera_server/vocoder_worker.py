@@ -10,10 +10,12 @@ GIL, and the thread gets its own intra-op thread count.
 PCM is delivered to each stream's `asyncio.Queue` as float32 arrays; `None` marks the end of a stream.
 
 First-chunk priority (`deadline_first=True`): each stream carries the time its client runs out of audio
-(`open(deadline=)`, advanced by the audio delivered since). A pass whose ready streams include some with
-less than `urgent_slack_s` left (a new stream's first chunk, a stream whose buffer runs low) and some
-with more vocodes the urgent ones first, delivers them, then the others: a first chunk waits for a
-small forward rather than for the whole batch, and the streams that waited are the ones that can.
+(`open(deadline=)`; from its first audio on, that audio's delivery time, plus the audio delivered since).
+A stream with less than `urgent_slack_s` left (a new stream's first chunk, a stream whose buffer runs
+low) is urgent: it is vocoded as soon as it has any new frame (after its first chunk, whatever the chunk
+schedule says), and in a pass that also has streams with more slack, the urgent ones go through a
+forward of their own first and are delivered before the others. Streams ahead of real time wait and
+batch bigger chunks, which is what they can afford.
 """
 
 import asyncio
@@ -36,6 +38,7 @@ class VocoderWorker:
         self.deadline_first = deadline_first
         self.urgent_slack_s = urgent_slack_s
         self._deadlines: dict[Hashable, float] = {}  # stream -> when its client runs out of audio
+        self._started: set[Hashable] = set()  # streams that delivered audio
         self._cv = threading.Condition()
         self._frames: dict[Hashable, list[np.ndarray]] = defaultdict(list)
         self._open: list[Hashable] = []
@@ -83,6 +86,7 @@ class VocoderWorker:
             self._queues.pop(stream_id, None)
             self._frames.pop(stream_id, None)
             self._deadlines.pop(stream_id, None)
+            self._started.discard(stream_id)
             self._cancel.append(stream_id)
             self._cv.notify()
 
@@ -128,22 +132,31 @@ class VocoderWorker:
         finish = [sid for sid in finish if sid in live]
         if not batch and not finish:
             return
-        if self.deadline_first:
-            now = time.monotonic()
-            with self._cv:
-                urgent = {sid for sid in set(batch) | set(finish)
-                          if self._deadlines.get(sid, now) - now < self.urgent_slack_s}
-            if urgent and len(urgent) < len(set(batch) | set(finish)):
-                self.split_passes += 1
-                self._vocode({sid: f for sid, f in batch.items() if sid in urgent},
-                             [sid for sid in finish if sid in urgent])
-                batch = {sid: f for sid, f in batch.items() if sid not in urgent}
-                finish = [sid for sid in finish if sid not in urgent]
-        self._vocode(batch, finish)
+        if not self.deadline_first:
+            self._vocode(batch, finish)
+            return
+        now = time.monotonic()
+        with self._cv:  # every live stream: one with frames held back from earlier passes may be urgent
+            urgent = {sid for sid in live if self._deadlines.get(sid, now) - now < self.urgent_slack_s}
+        first = {sid: f for sid, f in batch.items() if sid in urgent}
+        first_finish = [sid for sid in finish if sid in urgent]
+        for sid in urgent - set(batch) - set(finish):  # frames held back by the chunk schedule
+            if self.vocoder.pending_frames(sid):
+                first[sid] = np.zeros((0, self.vocoder.config.n_mels), np.float32)
+        rest = {sid: f for sid, f in batch.items() if sid not in urgent}
+        rest_finish = [sid for sid in finish if sid not in urgent]
+        if (first or first_finish) and (rest or rest_finish):
+            self.split_passes += 1
+            self._vocode(first, first_finish, eager=urgent)
+            self._vocode(rest, rest_finish)
+        else:
+            self._vocode({**rest, **first}, rest_finish + first_finish, eager=urgent)
 
-    def _vocode(self, batch: dict, finish: list) -> None:
+    def _vocode(self, batch: dict, finish: list, eager: set = frozenset()) -> None:
+        if not batch and not finish:
+            return
         t0 = time.monotonic()
-        pcm = self.vocoder.step(batch, finish=finish)
+        pcm = self.vocoder.step(batch, finish=finish, eager=eager)
         if self.trace is not None:
             self.trace.append((t0, time.monotonic(), len(pcm)))
         self.batches += 1
@@ -156,7 +169,11 @@ class VocoderWorker:
                 if sid in done:
                     self._queues.pop(sid, None)
                     self._deadlines.pop(sid, None)
-                elif sid in self._deadlines:
+                    self._started.discard(sid)
+                elif sid in self._deadlines and audio.size:
+                    if sid not in self._started:  # its client starts playing about now
+                        self._started.add(sid)
+                        self._deadlines[sid] = max(self._deadlines[sid], time.monotonic())
                     self._deadlines[sid] += audio.shape[0] / sample_rate
             if target is None:
                 continue  # cancelled meanwhile

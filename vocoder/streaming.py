@@ -42,7 +42,7 @@ Threads and devices:
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Container, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
@@ -159,14 +159,18 @@ class StreamingVocoder:
         """Vocode everything still queued and close the stream; returns the last PCM."""
         return self.step({}, finish=(stream_id,))[stream_id]
 
-    def step(self, frames: Mapping[StreamId, Frames],
-             finish: Iterable[StreamId] = ()) -> dict[StreamId, np.ndarray]:
+    def step(self, frames: Mapping[StreamId, Frames], finish: Iterable[StreamId] = (), *,
+             eager: Container[StreamId] = ()) -> dict[StreamId, np.ndarray]:
         """`submit(...).wait()`: one batched forward over every ready stream."""
-        return self.submit(frames, finish).wait()
+        return self.submit(frames, finish, eager=eager).wait()
 
     def submit(self, frames: Mapping[StreamId, Frames], finish: Iterable[StreamId] = (), *,
-               after: torch.cuda.Event | torch.cuda.Stream | None = None) -> StepResult:
+               after: torch.cuda.Event | torch.cuda.Stream | None = None,
+               eager: Container[StreamId] = ()) -> StepResult:
         """Queue `frames`, finish the `finish` streams, vocode all ready streams in one batch.
+
+        A stream in `eager` whose first chunk is out is ready with any pending frame, whatever the
+        chunk schedule says (for a client about to run out of audio).
 
         Returns a `StepResult` whose `wait()` gives `{stream_id: float32 PCM (n,)}` for every id in
         `frames` or `finish` (empty arrays for streams that produced nothing). On CPU the work is
@@ -186,7 +190,9 @@ class StreamingVocoder:
                     st.received += t.shape[0]
             done = set(finishing)
             ready = [sid for sid in ids
-                     if (sid in done and streams[sid].received > 0) or self._is_ready(streams[sid])]
+                     if (sid in done and streams[sid].received > 0) or self._is_ready(streams[sid])
+                     or (sid in eager and streams[sid].consumed >= self.first_chunk_frames
+                         and streams[sid].pending_frames > 0)]
             result = self._run(ids, ready, streams, done, after) if ready else StepResult(ids)
             for sid in finishing:
                 self._close(streams[sid], sid)

@@ -201,3 +201,20 @@ def test_queued_host_frames_are_copied(tiny_vocoder, rng):
     buffer[:] = 0.0
     out += [sv.push("a", mel[4:].T.T), sv.finish("a")]  # non-contiguous views are fine too
     assert snr_db(offline(tiny_vocoder, mel), np.concatenate(out)) > MIN_SNR_DB
+
+
+def test_eager_streams_skip_the_chunk_schedule_after_their_first_chunk(tiny_vocoder, rng):
+    mel = random_mel(rng, 40)
+    sv = StreamingVocoder(tiny_vocoder, chunk_frames=32, first_chunk_frames=8)
+    sv.open("s")
+    out = [sv.step({"s": mel[:4]}, eager={"s"})["s"]]  # before the first chunk: eager changes nothing
+    assert out[0].size == 0
+    out.append(sv.step({"s": mel[4:8]})["s"])  # the first chunk
+    assert out[-1].size > 0
+    out.append(sv.step({"s": mel[8:10]})["s"])  # schedule: wait for 8 frames
+    assert out[-1].size == 0 and sv.pending_frames("s") == 2
+    out.append(sv.step({"s": mel[10:12]}, eager={"s"})["s"])  # eager: the 4 pending frames now
+    assert out[-1].shape[0] == 4 * tiny_vocoder.config.hop_length and sv.pending_frames("s") == 0
+    out.append(sv.step({"s": mel[12:]})["s"])
+    out.append(sv.finish("s"))
+    assert snr_db(offline(tiny_vocoder, mel), np.concatenate(out)) > 80

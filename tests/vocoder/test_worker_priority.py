@@ -18,9 +18,9 @@ def worker_with_log(vocoder, **kwargs):
     batches = []
     step = sv.step
 
-    def logged_step(frames, finish=()):
+    def logged_step(frames, finish=(), **kwargs):
         batches.append(sorted(set(frames) | set(finish)))
-        return step(frames, finish=finish)
+        return step(frames, finish=finish, **kwargs)
 
     sv.step = logged_step
     return VocoderWorker(sv, **kwargs), batches
@@ -89,9 +89,38 @@ async def test_a_stream_gains_slack_with_the_audio_it_delivers(tiny_vocoder, rng
         queue = worker.open("s", deadline=start)
         worker.push("s", random_mel(rng, 16))
         pcm = await asyncio.wait_for(queue.get(), 10)
-        sr = tiny_vocoder.config.sample_rate
-        assert worker._deadlines["s"] == pytest.approx(start + pcm.shape[0] / sr)
+        audio_s = pcm.shape[0] / tiny_vocoder.config.sample_rate
+        # its client starts playing when the first audio is delivered, and has that much audio from then
+        assert start + audio_s <= worker._deadlines["s"] <= time.monotonic() + audio_s
         worker.cancel("s")
         assert "s" not in worker._deadlines
+    finally:
+        worker.close()
+
+
+async def test_an_urgent_stream_gets_its_held_frames_vocoded_at_once(tiny_vocoder, rng):
+    """A stream running out of audio does not wait for its next chunk to fill up: frames held back by
+    the chunk schedule go out with the next pass (here one that another stream's frames start)."""
+    from uttera_server.vocoder_worker import VocoderWorker
+    from vocoder.streaming import StreamingVocoder
+
+    sv = StreamingVocoder(tiny_vocoder, chunk_frames=32, first_chunk_frames=8)
+    worker = VocoderWorker(sv, urgent_slack_s=0.25)
+    try:
+        mel = random_mel(rng, 30)
+        queue = worker.open("low", deadline=time.monotonic() + 30.0)  # ahead for now
+        worker.push("low", mel[:8])
+        assert (await asyncio.wait_for(queue.get(), 10)).size > 0  # its first chunk
+        worker.push("low", mel[8:12])  # 4 frames: the schedule waits for 8
+        other = worker.open("other", deadline=time.monotonic() + 30.0)
+        worker.push("other", random_mel(rng, 4))
+        await asyncio.sleep(0.2)
+        assert queue.empty() and sv.pending_frames("low") == 4
+        with worker._cv:
+            worker._deadlines["low"] = time.monotonic()  # its client is about to run out
+        worker.push("other", random_mel(rng, 4))  # any pass
+        pcm = await asyncio.wait_for(queue.get(), 10)
+        assert pcm.shape[0] == 4 * tiny_vocoder.config.hop_length and sv.pending_frames("low") == 0
+        worker.cancel("other")
     finally:
         worker.close()
