@@ -11,11 +11,12 @@ PCM is delivered to each stream's `asyncio.Queue` as float32 arrays; `None` mark
 
 First-chunk priority (`deadline_first=True`): each stream carries the time its client runs out of audio
 (`open(deadline=)`; from its first audio on, that audio's delivery time, plus the audio delivered since).
-A stream with less than `urgent_slack_s` left (a new stream's first chunk, a stream whose buffer runs
-low) is urgent: it is vocoded as soon as it has any new frame (after its first chunk, whatever the chunk
-schedule says), and in a pass that also has streams with more slack, the urgent ones go through a
-forward of their own first and are delivered before the others. Streams ahead of real time wait and
-batch bigger chunks, which is what they can afford.
+A stream is urgent when waiting for its next scheduled chunk would leave its client without audio: its
+slack is less than the time its missing frames take to arrive (at the rate its frames have been
+arriving) plus `urgent_margin_s`. A new stream's first chunk is always urgent. An urgent stream is
+vocoded as soon as it has any new frame (after its first chunk, whatever the chunk schedule says), and
+in a pass that also has streams with more slack, the urgent ones go through a forward of their own and
+are delivered first. Streams ahead of real time wait and batch bigger chunks, which they can afford.
 """
 
 import asyncio
@@ -32,11 +33,12 @@ from vocoder.streaming import StreamingVocoder
 
 class VocoderWorker:
     def __init__(self, vocoder: StreamingVocoder, *, torch_threads: int = 1, deadline_first: bool = True,
-                 urgent_slack_s: float = 0.25):
+                 urgent_margin_s: float = 0.05):
         self.vocoder = vocoder
         self.torch_threads = torch_threads
         self.deadline_first = deadline_first
-        self.urgent_slack_s = urgent_slack_s
+        self.urgent_margin_s = urgent_margin_s
+        self._rates: dict[Hashable, tuple[float, float]] = {}  # stream -> (last push time, frames/s EMA)
         self._deadlines: dict[Hashable, float] = {}  # stream -> when its client runs out of audio
         self._started: set[Hashable] = set()  # streams that delivered audio
         self._cv = threading.Condition()
@@ -70,7 +72,16 @@ class VocoderWorker:
 
     def push(self, stream_id: Hashable, frames: np.ndarray) -> None:
         """Queue `(k, n_mels)` log-mel frames."""
+        now = time.monotonic()
         with self._cv:
+            if stream_id in self._rates:
+                last, rate = self._rates[stream_id]
+                if now > last:
+                    sample = frames.shape[0] / (now - last)
+                    rate = sample if rate == 0.0 else 0.8 * rate + 0.2 * sample
+                self._rates[stream_id] = (now, rate)
+            elif stream_id in self._deadlines:
+                self._rates[stream_id] = (now, 0.0)
             self._frames[stream_id].append(frames)
             self._cv.notify()
 
@@ -86,6 +97,7 @@ class VocoderWorker:
             self._queues.pop(stream_id, None)
             self._frames.pop(stream_id, None)
             self._deadlines.pop(stream_id, None)
+            self._rates.pop(stream_id, None)
             self._started.discard(stream_id)
             self._cancel.append(stream_id)
             self._cv.notify()
@@ -135,9 +147,7 @@ class VocoderWorker:
         if not self.deadline_first:
             self._vocode(batch, finish)
             return
-        now = time.monotonic()
-        with self._cv:  # every live stream: one with frames held back from earlier passes may be urgent
-            urgent = {sid for sid in live if self._deadlines.get(sid, now) - now < self.urgent_slack_s}
+        urgent = self._urgent(live, batch)
         first = {sid: f for sid, f in batch.items() if sid in urgent}
         first_finish = [sid for sid in finish if sid in urgent]
         for sid in urgent - set(batch) - set(finish):  # frames held back by the chunk schedule
@@ -151,6 +161,22 @@ class VocoderWorker:
             self._vocode(rest, rest_finish)
         else:
             self._vocode({**rest, **first}, rest_finish + first_finish, eager=urgent)
+
+    def _urgent(self, live: set, batch: dict) -> set:
+        """Streams whose client would run out of audio before their next scheduled chunk (every live
+        stream: one whose frames the schedule holds back may be urgent without new frames)."""
+        now = time.monotonic()
+        with self._cv:
+            deadlines, rates = dict(self._deadlines), dict(self._rates)
+        urgent = set()
+        for sid in live:
+            slack = deadlines.get(sid, now) - now
+            missing = self.vocoder.frames_to_next_chunk(sid, extra=batch[sid].shape[0] if sid in batch else 0)
+            rate = rates.get(sid, (0.0, 0.0))[1]
+            wait = missing / rate if rate > 0 else 0.0
+            if slack < wait + self.urgent_margin_s:
+                urgent.add(sid)
+        return urgent
 
     def _vocode(self, batch: dict, finish: list, eager: set = frozenset()) -> None:
         if not batch and not finish:
@@ -169,6 +195,7 @@ class VocoderWorker:
                 if sid in done:
                     self._queues.pop(sid, None)
                     self._deadlines.pop(sid, None)
+                    self._rates.pop(sid, None)
                     self._started.discard(sid)
                 elif sid in self._deadlines and audio.size:
                     if sid not in self._started:  # its client starts playing about now

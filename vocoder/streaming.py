@@ -116,6 +116,12 @@ class StreamingVocoder:
         """Frames pushed to `stream_id` and not yet vocoded."""
         return self._get(stream_id).pending_frames
 
+    def frames_to_next_chunk(self, stream_id: StreamId, extra: int = 0) -> int:
+        """Frames the chunk schedule still waits for before vocoding `stream_id` (with `extra` more
+        frames about to be pushed); 0 if it is ready."""
+        st = self._get(stream_id)
+        return max(0, self._need(st) - st.pending_frames - extra)
+
     def open(self, stream_id: StreamId) -> None:
         with self._lock:
             if stream_id in self._streams:
@@ -217,8 +223,10 @@ class StreamingVocoder:
         """Chunks grow from `first_chunk_frames`, doubling up to `chunk_frames`: each chunk is at most
         as long as the audio already sent, so a client playing in real time has audio left while the
         next chunk is generated (a fixed large second chunk made every stream stall once)."""
-        need = min(self.chunk_frames, max(self.first_chunk_frames, st.consumed))
-        return st.pending_frames >= need
+        return st.pending_frames >= self._need(st)
+
+    def _need(self, st: _Stream) -> int:
+        return min(self.chunk_frames, max(self.first_chunk_frames, st.consumed))
 
     def _as_frames(self, stream_id: StreamId, frames: Frames) -> Tensor:
         """Validated `(k, n_mels)` tensor. Host frames are copied (callers may reuse buffers); GPU

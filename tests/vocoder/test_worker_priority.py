@@ -46,7 +46,7 @@ async def feed_together(worker, mels: dict, deadlines: dict) -> dict:
 
 
 async def test_urgent_streams_are_vocoded_first_and_exactly(tiny_vocoder, rng):
-    worker, batches = worker_with_log(tiny_vocoder, urgent_slack_s=0.25)
+    worker, batches = worker_with_log(tiny_vocoder, urgent_margin_s=0.05)
     try:
         now = time.monotonic()
         mels = {"ahead-1": random_mel(rng, 24), "new": random_mel(rng, 24), "ahead-2": random_mel(rng, 24)}
@@ -105,7 +105,7 @@ async def test_an_urgent_stream_gets_its_held_frames_vocoded_at_once(tiny_vocode
     from vocoder.streaming import StreamingVocoder
 
     sv = StreamingVocoder(tiny_vocoder, chunk_frames=32, first_chunk_frames=8)
-    worker = VocoderWorker(sv, urgent_slack_s=0.25)
+    worker = VocoderWorker(sv, urgent_margin_s=0.05)
     try:
         mel = random_mel(rng, 30)
         queue = worker.open("low", deadline=time.monotonic() + 30.0)  # ahead for now
@@ -122,5 +122,28 @@ async def test_an_urgent_stream_gets_its_held_frames_vocoded_at_once(tiny_vocode
         pcm = await asyncio.wait_for(queue.get(), 10)
         assert pcm.shape[0] == 4 * tiny_vocoder.config.hop_length and sv.pending_frames("low") == 0
         worker.cancel("other")
+    finally:
+        worker.close()
+
+
+async def test_urgency_weighs_slack_against_the_wait_for_the_next_scheduled_chunk(tiny_vocoder, rng):
+    from uttera_server.vocoder_worker import VocoderWorker
+    from vocoder.streaming import StreamingVocoder
+
+    sv = StreamingVocoder(tiny_vocoder, chunk_frames=32, first_chunk_frames=8)
+    worker = VocoderWorker(sv, urgent_margin_s=0.05)
+    try:
+        queue = worker.open("s", deadline=time.monotonic())
+        worker.push("s", random_mel(rng, 8))
+        await asyncio.wait_for(queue.get(), 10)  # first chunk out: the schedule now waits for 8 frames
+        now = time.monotonic()
+        with worker._cv:
+            worker._deadlines["s"] = now + 0.5
+            worker._rates["s"] = (now, 10.0)  # 8 frames at 10 frames/s: 0.8 s > 0.5 s of slack
+        assert worker._urgent({"s"}, {}) == {"s"}
+        with worker._cv:
+            worker._rates["s"] = (now, 200.0)  # 0.04 s + margin < 0.5 s: it can wait for a bigger chunk
+        assert worker._urgent({"s"}, {}) == set()
+        worker.cancel("s")
     finally:
         worker.close()
