@@ -13,7 +13,8 @@ First-chunk priority (`deadline_first=True`): each stream carries the time its c
 (`open(deadline=)`; from its first audio on, that audio's delivery time, plus the audio delivered since).
 A stream is urgent when waiting for its next scheduled chunk would leave its client without audio: its
 slack is less than the time its missing frames take to arrive (at the rate its frames have been
-arriving) plus `urgent_margin_s`. A new stream's first chunk is always urgent. An urgent stream is
+arriving) plus a margin: `urgent_margin_s` and twice the recent duration of a vocoder pass (the
+vocoding and delivery still to come). A new stream's first chunk is always urgent. An urgent stream is
 vocoded as soon as it has any new frame (after its first chunk, whatever the chunk schedule says), and
 in a pass that also has streams with more slack, the urgent ones go through a forward of their own and
 are delivered first. Streams ahead of real time wait and batch bigger chunks, which they can afford.
@@ -38,6 +39,7 @@ class VocoderWorker:
         self.torch_threads = torch_threads
         self.deadline_first = deadline_first
         self.urgent_margin_s = urgent_margin_s
+        self._pass_s = 0.0  # EMA of a vocoder forward's wall time
         self._rates: dict[Hashable, tuple[float, float]] = {}  # stream -> (last push time, frames/s EMA)
         self._deadlines: dict[Hashable, float] = {}  # stream -> when its client runs out of audio
         self._started: set[Hashable] = set()  # streams that delivered audio
@@ -168,13 +170,14 @@ class VocoderWorker:
         now = time.monotonic()
         with self._cv:
             deadlines, rates = dict(self._deadlines), dict(self._rates)
+        margin = self.urgent_margin_s + 2.0 * self._pass_s
         urgent = set()
         for sid in live:
             slack = deadlines.get(sid, now) - now
             missing = self.vocoder.frames_to_next_chunk(sid, extra=batch[sid].shape[0] if sid in batch else 0)
             rate = rates.get(sid, (0.0, 0.0))[1]
             wait = missing / rate if rate > 0 else 0.0
-            if slack < wait + self.urgent_margin_s:
+            if slack < wait + margin:
                 urgent.add(sid)
         return urgent
 
@@ -183,8 +186,10 @@ class VocoderWorker:
             return
         t0 = time.monotonic()
         pcm = self.vocoder.step(batch, finish=finish, eager=eager)
+        t1 = time.monotonic()
+        self._pass_s = 0.9 * self._pass_s + 0.1 * (t1 - t0)
         if self.trace is not None:
-            self.trace.append((t0, time.monotonic(), len(pcm)))
+            self.trace.append((t0, t1, len(pcm)))
         self.batches += 1
         self.batched_streams += len(pcm)
         done = set(finish)
