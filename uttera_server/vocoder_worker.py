@@ -18,11 +18,16 @@ vocoding and delivery still to come). A new stream's first chunk is always urgen
 vocoded as soon as it has any new frame (after its first chunk, whatever the chunk schedule says), and
 in a pass that also has streams with more slack, the urgent ones go through a forward of their own and
 are delivered first. Streams ahead of real time wait and batch bigger chunks, which they can afford.
+The first chunk of a stream must outlast a slow engine step (its playable audio is what the client has
+until the next chunk): its size grows from the configured `first_chunk_frames` to cover the p95 of the
+recent intervals between a stream's frames plus two vocoder passes.
 """
 
 import asyncio
+import math
 import threading
 import time
+from collections import deque
 from collections import defaultdict
 from collections.abc import Hashable
 
@@ -40,6 +45,8 @@ class VocoderWorker:
         self.deadline_first = deadline_first
         self.urgent_margin_s = urgent_margin_s
         self._pass_s = 0.0  # EMA of a vocoder forward's wall time
+        self._intervals: deque[float] = deque(maxlen=256)  # recent times between a stream's pushes
+        self.base_first_chunk_frames = vocoder.first_chunk_frames
         self._rates: dict[Hashable, tuple[float, float]] = {}  # stream -> (last push time, frames/s EMA)
         self._deadlines: dict[Hashable, float] = {}  # stream -> when its client runs out of audio
         self._started: set[Hashable] = set()  # streams that delivered audio
@@ -78,6 +85,7 @@ class VocoderWorker:
         with self._cv:
             if stream_id in self._rates:
                 last, rate = self._rates[stream_id]
+                self._intervals.append(now - last)
                 if now > last:
                     sample = frames.shape[0] / (now - last)
                     rate = sample if rate == 0.0 else 0.8 * rate + 0.2 * sample
@@ -149,6 +157,7 @@ class VocoderWorker:
         if not self.deadline_first:
             self._vocode(batch, finish)
             return
+        self.vocoder.first_chunk_frames = self._first_chunk_frames()
         urgent = self._urgent(live, batch)
         first = {sid: f for sid, f in batch.items() if sid in urgent}
         first_finish = [sid for sid in finish if sid in urgent]
@@ -163,6 +172,18 @@ class VocoderWorker:
             self._vocode(rest, rest_finish)
         else:
             self._vocode({**rest, **first}, rest_finish + first_finish, eager=urgent)
+
+    def _first_chunk_frames(self) -> int:
+        """Frames whose playable audio outlasts a slow step (p95 of recent frame intervals) plus two passes."""
+        with self._cv:
+            intervals = sorted(self._intervals)
+        base = self.base_first_chunk_frames
+        if len(intervals) < 16:
+            return base
+        c = self.vocoder.config
+        cover_s = intervals[int(0.95 * (len(intervals) - 1))] + 2.0 * self._pass_s
+        frames = math.ceil((cover_s * c.sample_rate + self.vocoder.lag_samples) / c.hop_length)
+        return max(base, min(self.vocoder.chunk_frames, frames))
 
     def _urgent(self, live: set, batch: dict) -> set:
         """Streams whose client would run out of audio before their next scheduled chunk (every live

@@ -197,8 +197,7 @@ class StreamingVocoder:
             done = set(finishing)
             ready = [sid for sid in ids
                      if (sid in done and streams[sid].received > 0) or self._is_ready(streams[sid])
-                     or (sid in eager and streams[sid].consumed >= self.first_chunk_frames
-                         and streams[sid].pending_frames > 0)]
+                     or (sid in eager and streams[sid].consumed > 0 and streams[sid].pending_frames > 0)]
             result = self._run(ids, ready, streams, done, after) if ready else StepResult(ids)
             for sid in finishing:
                 self._close(streams[sid], sid)

@@ -147,3 +147,23 @@ async def test_urgency_weighs_slack_against_the_wait_for_the_next_scheduled_chun
         worker.cancel("s")
     finally:
         worker.close()
+
+
+def test_the_first_chunk_grows_to_outlast_a_slow_step(tiny_vocoder):
+    from uttera_server.vocoder_worker import VocoderWorker
+    from vocoder.streaming import StreamingVocoder
+
+    sv = StreamingVocoder(tiny_vocoder, chunk_frames=32, first_chunk_frames=8)
+    worker = VocoderWorker(sv)
+    try:
+        c = tiny_vocoder.config
+        assert worker._first_chunk_frames() == 8  # too few intervals seen: the configured size
+        with worker._cv:
+            worker._intervals.extend([0.01] * 100)
+        assert worker._first_chunk_frames() == 8  # fast steps: 8 frames already cover them
+        with worker._cv:
+            worker._intervals.extend([0.2] * 100)  # now the p95 step takes 200 ms
+        frames = worker._first_chunk_frames()
+        assert 8 < frames <= 32 and frames * c.hop_length - sv.lag_samples >= 0.2 * c.sample_rate
+    finally:
+        worker.close()

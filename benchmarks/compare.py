@@ -1,0 +1,41 @@
+"""Side by side: the levels of several load.py result files (e.g. one server flag on and off).
+
+    python benchmarks/compare.py benchmarks/results/sched_cpu_fcfs_1.json benchmarks/results/sched_cpu_deadline_1.json ...
+
+Prints one markdown row per (file, level): TTFA p50/p99, underruns (requests with any, of requests), inter-chunk
+gap p99, audio-s/s, engine step time, and the file's server flags; then, per server-args value, the sums over its
+files at each level (underruns, requests) and the median of their TTFA p99.
+"""
+
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+
+def main(paths: list[str]) -> None:
+    print("| run | server args | C | requests | TTFA p50 | TTFA p99 | underruns (requests with any) | gap p99 | audio-s/s | step ms | 1-min load at end |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    groups = defaultdict(lambda: defaultdict(list))
+    for p in paths:
+        d = json.loads(Path(p).read_text())
+        for lv in d["levels"]:
+            load = lv.get("loadavg_end")
+            print(f"| {Path(p).stem} | `{d['server_args']}` | {lv['level']:g} | {lv['requests']} | {lv['ttfa_ms_p50']:.1f} | "
+                  f"{lv['ttfa_ms_p99']:.1f} | {lv['underruns']} ({lv['underrun_requests']}) | {lv['gap_ms_p99']:.1f} | "
+                  f"{lv['audio_s_per_s']:.2f} | {lv.get('step_ms_mean') or '-'} | {load[0] if load else '-'} |")
+            groups[d["server_args"]][lv["level"]].append(lv)
+    print()
+    print("| server args | C | runs | requests | underruns (requests with any) | TTFA p99, median of runs | audio-s/s, median |")
+    print("|---|---|---|---|---|---|---|")
+    for args, levels in groups.items():
+        for level, rows in sorted(levels.items()):
+            print(f"| `{args}` | {level:g} | {len(rows)} | {sum(r['requests'] for r in rows)} | "
+                  f"{sum(r['underruns'] for r in rows)} ({sum(r['underrun_requests'] for r in rows)}) | "
+                  f"{statistics.median(r['ttfa_ms_p99'] for r in rows):.1f} | "
+                  f"{statistics.median(r['audio_s_per_s'] for r in rows):.2f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
