@@ -1,10 +1,11 @@
 """Side by side: the levels of several load.py result files (e.g. one server flag on and off).
 
-    python benchmarks/compare.py benchmarks/results/sched_cpu_fcfs_1.json benchmarks/results/sched_cpu_deadline_1.json ...
+    python benchmarks/compare.py [--png OUT.png] benchmarks/results/sched_cpu_fcfs_1.json benchmarks/results/sched_cpu_deadline_1.json ...
 
 Prints one markdown row per (file, level): TTFA p50/p99, underruns (requests with any, of requests), inter-chunk
 gap p99, audio-s/s, engine step time, and the file's server flags; then, per server-args value, the sums over its
-files at each level (underruns, requests) and the median of their TTFA p99.
+files at each level (underruns, requests) and the median of their TTFA p99. Files group by name without
+a trailing `_N` (run number), so `x_1.json`, `x_2.json` are two runs of `x`.
 """
 
 import json
@@ -14,7 +15,33 @@ from collections import defaultdict
 from pathlib import Path
 
 
-def main(paths: list[str]) -> None:
+def plot(groups: dict, png: Path) -> None:
+    """TTFA p99 (median of runs) and underruns (sum) against concurrency, one line per group."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for (group, _args), levels in groups.items():
+        xs = sorted(levels)
+        ax1.plot(xs, [statistics.median(r["ttfa_ms_p99"] for r in levels[x]) for x in xs], marker="o", label=group)
+        ax2.plot(xs, [sum(r["underruns"] for r in levels[x]) for x in xs], marker="o", label=group)
+    ax1.set(xlabel="concurrent streams", ylabel="TTFA p99 ms (median of runs)")
+    ax2.set(xlabel="concurrent streams", ylabel="playback underruns (sum of runs)")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    print(f"wrote {png}")
+
+
+def main(argv: list[str]) -> None:
+    png = None
+    if argv[:1] == ["--png"]:
+        png, argv = Path(argv[1]), argv[2:]
+    paths = argv
     print("| run | server args | C | requests | TTFA p50 | TTFA p99 | underruns (requests with any) | gap p99 | audio-s/s | step ms | 1-min load at end |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     groups = defaultdict(lambda: defaultdict(list))
@@ -25,16 +52,20 @@ def main(paths: list[str]) -> None:
             print(f"| {Path(p).stem} | `{d['server_args']}` | {lv['level']:g} | {lv['requests']} | {lv['ttfa_ms_p50']:.1f} | "
                   f"{lv['ttfa_ms_p99']:.1f} | {lv['underruns']} ({lv['underrun_requests']}) | {lv['gap_ms_p99']:.1f} | "
                   f"{lv['audio_s_per_s']:.2f} | {lv.get('step_ms_mean') or '-'} | {load[0] if load else '-'} |")
-            groups[d["server_args"]][lv["level"]].append(lv)
+            stem = Path(p).stem
+            group = stem.rsplit("_", 1)[0] if stem.rsplit("_", 1)[-1].isdigit() else stem
+            groups[(group, d["server_args"])][lv["level"]].append(lv)
     print()
-    print("| server args | C | runs | requests | underruns (requests with any) | TTFA p99, median of runs | audio-s/s, median |")
-    print("|---|---|---|---|---|---|---|")
-    for args, levels in groups.items():
+    print("| runs of | server args | C | runs | requests | underruns (requests with any) | TTFA p99, median of runs | audio-s/s, median |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (group, args), levels in groups.items():
         for level, rows in sorted(levels.items()):
-            print(f"| `{args}` | {level:g} | {len(rows)} | {sum(r['requests'] for r in rows)} | "
+            print(f"| {group} | `{args}` | {level:g} | {len(rows)} | {sum(r['requests'] for r in rows)} | "
                   f"{sum(r['underruns'] for r in rows)} ({sum(r['underrun_requests'] for r in rows)}) | "
                   f"{statistics.median(r['ttfa_ms_p99'] for r in rows):.1f} | "
                   f"{statistics.median(r['audio_s_per_s'] for r in rows):.2f} |")
+    if png:
+        plot(groups, png)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,13 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run, so `make test` is reproducible (a red CI is never
+# a new random draw); HYPOTHESIS_PROFILE=explore draws fresh examples each time.
+settings.register_profile("reproducible", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "reproducible"))
 
 TIMEOUT_FACTOR = float(os.environ.get("UTTERA_TESTS_TIMEOUT_FACTOR", "1"))
 
