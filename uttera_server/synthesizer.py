@@ -124,7 +124,9 @@ class Synthesizer:
         self.vocoder_device = vocoder_device(c.vocoder_device)
         streaming = StreamingVocoder(vocoder, chunk_frames=c.vocoder_chunk_frames,
                                      first_chunk_frames=c.first_chunk_frames, device=self.vocoder_device)
-        self._worker = VocoderWorker(streaming, deadline_first=c.scheduling == "deadline")
+        # On CPU a big vocoder batch takes tens of ms: cap the non-urgent work of a pass (see VocoderWorker).
+        self._worker = VocoderWorker(streaming, deadline_first=c.scheduling == "deadline",
+                                     max_relaxed_frames=2 * c.vocoder_chunk_frames if self.vocoder_device == "cpu" else None)
         frontend.prepare("Warm up.")  # loads espeak-ng data before the first request
         await asyncio.to_thread(self._engine.start)
         # One short utterance through the whole path, so the first client does not pay for cold

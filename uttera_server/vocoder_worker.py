@@ -20,7 +20,10 @@ in a pass that also has streams with more slack, the urgent ones go through a fo
 are delivered first. Streams ahead of real time wait and batch bigger chunks, which they can afford.
 The first chunk of a stream must outlast a slow engine step (its playable audio is what the client has
 until the next chunk): its size grows from the configured `first_chunk_frames` to cover the p95 of the
-recent intervals between a stream's frames plus two vocoder passes.
+recent intervals between a stream's frames plus two vocoder passes. With `max_relaxed_frames` (the
+server sets it on CPU, where a big batch takes tens of ms), a pass vocodes at most that many frames of
+non-urgent streams (earliest deadline first) and leaves the rest for the next pass, so frames of a
+stream that turns urgent never wait long behind a batch of streams that could wait.
 """
 
 import asyncio
@@ -39,11 +42,13 @@ from vocoder.streaming import StreamingVocoder
 
 class VocoderWorker:
     def __init__(self, vocoder: StreamingVocoder, *, torch_threads: int = 1, deadline_first: bool = True,
-                 urgent_margin_s: float = 0.05):
+                 urgent_margin_s: float = 0.05, max_relaxed_frames: int | None = None):
         self.vocoder = vocoder
         self.torch_threads = torch_threads
         self.deadline_first = deadline_first
         self.urgent_margin_s = urgent_margin_s
+        self.max_relaxed_frames = max_relaxed_frames
+        self.deferred_passes = 0  # passes that left non-urgent work for the next one
         self._pass_s = 0.0  # EMA of a vocoder forward's wall time
         self._intervals: deque[float] = deque(maxlen=256)  # recent times between a stream's pushes
         self.base_first_chunk_frames = vocoder.first_chunk_frames
@@ -166,12 +171,45 @@ class VocoderWorker:
                 first[sid] = np.zeros((0, self.vocoder.config.n_mels), np.float32)
         rest = {sid: f for sid, f in batch.items() if sid not in urgent}
         rest_finish = [sid for sid in finish if sid not in urgent]
+        if self.max_relaxed_frames is not None:
+            rest, rest_finish = self._cap(rest, rest_finish)
         if (first or first_finish) and (rest or rest_finish):
             self.split_passes += 1
             self._vocode(first, first_finish, eager=urgent)
             self._vocode(rest, rest_finish)
         else:
             self._vocode({**rest, **first}, rest_finish + first_finish, eager=urgent)
+
+    def _cap(self, rest: dict, rest_finish: list) -> tuple[dict, list]:
+        """Keep at most `max_relaxed_frames` frames of vocoding among non-urgent streams (earliest
+        deadline first, at least one stream); give the others' frames and finishes back to the queue."""
+        finishing = set(rest_finish)
+        cost = {}
+        for sid in set(rest) | finishing:
+            new = rest[sid].shape[0] if sid in rest else 0
+            ready = sid in finishing or self.vocoder.frames_to_next_chunk(sid, extra=new) == 0
+            cost[sid] = self.vocoder.pending_frames(sid) + new if ready else 0
+        with self._cv:
+            order = sorted(cost, key=lambda sid: self._deadlines.get(sid, 0.0))
+        keep, total = set(), 0
+        for sid in order:
+            if cost[sid] and keep and total + cost[sid] > self.max_relaxed_frames:
+                continue
+            keep.add(sid)
+            total += cost[sid]
+        later = set(order) - keep
+        if not later:
+            return rest, rest_finish
+        self.deferred_passes += 1
+        with self._cv:
+            for sid in later:
+                if sid not in self._queues:
+                    continue  # cancelled meanwhile
+                if sid in rest:
+                    self._frames[sid].insert(0, rest[sid])
+                if sid in finishing:
+                    self._finish.insert(0, sid)
+        return ({sid: f for sid, f in rest.items() if sid in keep}, [sid for sid in rest_finish if sid in keep])
 
     def _first_chunk_frames(self) -> int:
         """Frames whose playable audio outlasts a slow step (p95 of recent frame intervals) plus two passes."""

@@ -167,3 +167,16 @@ def test_the_first_chunk_grows_to_outlast_a_slow_step(tiny_vocoder):
         assert 8 < frames <= 32 and frames * c.hop_length - sv.lag_samples >= 0.2 * c.sample_rate
     finally:
         worker.close()
+
+
+async def test_a_capped_pass_leaves_later_deadlines_for_the_next_pass(tiny_vocoder, rng):
+    worker, batches = worker_with_log(tiny_vocoder, max_relaxed_frames=40)
+    try:
+        now = time.monotonic()
+        mels = {"a": random_mel(rng, 32), "b": random_mel(rng, 32)}
+        pcm = await feed_together(worker, mels, {"a": now + 5.0, "b": now + 3.0})  # both can wait
+        assert batches == [["b"], ["a"]] and worker.deferred_passes == 1
+        for sid, mel in mels.items():
+            assert snr_db(offline(tiny_vocoder, mel), pcm[sid]) > 80
+    finally:
+        worker.close()
