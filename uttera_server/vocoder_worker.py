@@ -9,29 +9,29 @@ GIL, and the thread gets its own intra-op thread count.
 
 PCM is delivered to each stream's `asyncio.Queue` as float32 arrays; `None` marks the end of a stream.
 
-First-chunk priority (`deadline_first=True`): each stream carries the time its client runs out of audio
-(`open(deadline=)`; from its first audio on, that audio's delivery time, plus the audio delivered since).
-A stream is urgent when waiting for its next scheduled chunk would leave its client without audio: its
-slack is less than the time its missing frames take to arrive (at the rate its frames have been
-arriving) plus a margin: `urgent_margin_s` and twice the recent duration of a vocoder pass (the
-vocoding and delivery still to come). A new stream's first chunk is always urgent. An urgent stream is
-vocoded as soon as it has any new frame (after its first chunk, whatever the chunk schedule says), and
-in a pass that also has streams with more slack, the urgent ones go through a forward of their own and
-are delivered first. Streams ahead of real time wait and batch bigger chunks, which they can afford.
-The first chunk of a stream must outlast a slow engine step (its playable audio is what the client has
-until the next chunk): its size grows from the configured `first_chunk_frames` to cover the p95 of the
-recent intervals between a stream's frames plus two vocoder passes. With `max_relaxed_frames` (the
-server sets it on CPU, where a big batch takes tens of ms), a pass vocodes at most that many frames of
-non-urgent streams (earliest deadline first) and leaves the rest for the next pass, so frames of a
-stream that turns urgent never wait long behind a batch of streams that could wait.
+First-chunk priority (`deadline_first=True`, the server's `--scheduling deadline`):
+
+* Each stream carries the time its client runs out of audio: `open(deadline=)` until its first audio,
+  then that audio's delivery time, plus all audio delivered since.
+* A stream is *urgent* when waiting for its next scheduled chunk would leave its client without audio:
+  slack < (frames still missing) / (rate its frames arrive at) + margin, the margin being
+  `urgent_margin_s` plus two recent vocoder passes. A new stream's first chunk is always urgent.
+* An urgent stream is vocoded as soon as it has any new frame (after its first chunk, whatever the
+  chunk schedule says); in a pass that also holds streams with more slack, the urgent ones go through a
+  forward of their own and are delivered first. The others wait and batch bigger chunks.
+* The first chunk must outlast a slow engine step (its playable audio is all the client has until the
+  next chunk): it grows from `first_chunk_frames` to cover the p95 of recent frame intervals plus two
+  passes.
+* `max_relaxed_frames` (the server sets it on CPU, where a big batch takes tens of ms): a pass vocodes
+  at most that many frames of non-urgent streams, earliest deadline first, and leaves the rest to the
+  next pass, so a stream that turns urgent never waits long behind streams that could wait.
 """
 
 import asyncio
 import math
 import threading
 import time
-from collections import deque
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Hashable
 
 import numpy as np
