@@ -99,6 +99,7 @@ class Synthesizer:
             raise ConfigError(str(e)) from None
         self.model = VoiceModelConfig.load(model_dir)
         self.engine_config = engine
+        self.vocoder_device = vocoder_device(engine.vocoder_device)  # fails before the server listens
         self.max_input_chars = max_input_chars
         self.sample_rate = self.model.sample_rate
         self.model_id = f"uttera-{self.model.voice_name}"
@@ -121,7 +122,6 @@ class Synthesizer:
         c = self.engine_config
         vocoder = Vocoder.from_dir(self.model.path / "vocoder")
         vocoder.config.check_matches(json.loads((self.model.path / "config.json").read_text()))
-        self.vocoder_device = vocoder_device(c.vocoder_device)
         streaming = StreamingVocoder(vocoder, chunk_frames=c.vocoder_chunk_frames,
                                      first_chunk_frames=c.first_chunk_frames, device=self.vocoder_device)
         # On CPU a big vocoder batch takes tens of ms: cap the non-urgent work of a pass (see VocoderWorker).

@@ -115,3 +115,14 @@ def test_invalid_values_exit_2_with_the_message(tmp_path, capsys):
         main(["serve", "--model", str(tmp_path), "--gpu-memory-utilization", "2"],
              synthesizer_factory=lambda c: pytest.fail("no synthesizer for an invalid config"))
     assert info.value.code == 2 and "--gpu-memory-utilization" in capsys.readouterr().err
+
+
+def test_vocoder_on_cuda_without_a_gpu_fails_before_serving(tiny_model_dir, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", "--model", str(tiny_model_dir), "--vocoder-device", "cuda"])
+    assert exit_info.value.code == 2
+    assert "--vocoder-device cuda: this process sees no CUDA device" in capsys.readouterr().err
