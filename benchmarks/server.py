@@ -42,18 +42,7 @@ def started_server(model_dir: Path, server_args: str = "", log_path: Path | None
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + startup_timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"server exited with status {proc.returncode} during startup (log: {log_path})")
-            try:
-                if httpx.get(base + "/health", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"GET /health not 200 within {startup_timeout_s} s (log: {log_path})")
-            time.sleep(0.5)
+        wait_healthy(base, startup_timeout_s, proc=proc, log_path=log_path)
         yield base
     finally:
         if proc.poll() is None:
@@ -67,17 +56,21 @@ def started_server(model_dir: Path, server_args: str = "", log_path: Path | None
             log.close()
 
 
-def wait_healthy(base_url: str, timeout_s: float = 30.0) -> None:
-    """For `--url`: fail early when nothing healthy listens there."""
+def wait_healthy(base_url: str, timeout_s: float = 30.0, *, proc: subprocess.Popen | None = None,
+                 log_path: Path | None = None) -> None:
+    """Wait until GET /health is 200 (for `--url`: fail early when nothing healthy listens there); with
+    `proc`, fail as soon as that server process exits."""
     deadline = time.monotonic() + timeout_s
     while True:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with status {proc.returncode} during startup (log: {log_path})")
         try:
             if httpx.get(base_url + "/health", timeout=5).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{base_url}/health is not 200")
+            raise RuntimeError(f"GET {base_url}/health not 200 within {timeout_s} s (log: {log_path})")
         time.sleep(0.5)
 
 
