@@ -33,11 +33,22 @@ import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Hashable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from vocoder.streaming import StreamingVocoder
+
+
+@dataclass(slots=True)
+class _Pace:
+    """One stream's timing, for deadline scheduling."""
+
+    deadline: float  # when its client runs out of audio (time.monotonic())
+    started: bool = False  # it has delivered audio
+    last_push: float | None = None
+    rate: float = 0.0  # frames/s at which its frames arrive (EMA; 0 until measured)
 
 
 class VocoderWorker:
@@ -52,9 +63,7 @@ class VocoderWorker:
         self._pass_s = 0.0  # EMA of a vocoder forward's wall time
         self._intervals: deque[float] = deque(maxlen=256)  # recent times between a stream's pushes
         self.base_first_chunk_frames = vocoder.first_chunk_frames
-        self._rates: dict[Hashable, tuple[float, float]] = {}  # stream -> (last push time, frames/s EMA)
-        self._deadlines: dict[Hashable, float] = {}  # stream -> when its client runs out of audio
-        self._started: set[Hashable] = set()  # streams that delivered audio
+        self._pace: dict[Hashable, _Pace] = {}
         self._cv = threading.Condition()
         self._frames: dict[Hashable, list[np.ndarray]] = defaultdict(list)
         self._open: list[Hashable] = []
@@ -79,7 +88,7 @@ class VocoderWorker:
             if self._error is not None:
                 raise RuntimeError("vocoder worker failed") from self._error
             self._queues[stream_id] = (asyncio.get_running_loop(), queue)
-            self._deadlines[stream_id] = time.monotonic() if deadline is None else deadline
+            self._pace[stream_id] = _Pace(time.monotonic() if deadline is None else deadline)
             self._open.append(stream_id)
             self._cv.notify()
         return queue
@@ -88,15 +97,14 @@ class VocoderWorker:
         """Queue `(k, n_mels)` log-mel frames."""
         now = time.monotonic()
         with self._cv:
-            if stream_id in self._rates:
-                last, rate = self._rates[stream_id]
-                self._intervals.append(now - last)
-                if now > last:
-                    sample = frames.shape[0] / (now - last)
-                    rate = sample if rate == 0.0 else 0.8 * rate + 0.2 * sample
-                self._rates[stream_id] = (now, rate)
-            elif stream_id in self._deadlines:
-                self._rates[stream_id] = (now, 0.0)
+            pace = self._pace.get(stream_id)
+            if pace is not None:
+                if pace.last_push is not None:
+                    self._intervals.append(now - pace.last_push)
+                    if now > pace.last_push:
+                        sample = frames.shape[0] / (now - pace.last_push)
+                        pace.rate = sample if pace.rate == 0.0 else 0.8 * pace.rate + 0.2 * sample
+                pace.last_push = now
             self._frames[stream_id].append(frames)
             self._cv.notify()
 
@@ -111,9 +119,7 @@ class VocoderWorker:
         with self._cv:
             self._queues.pop(stream_id, None)
             self._frames.pop(stream_id, None)
-            self._deadlines.pop(stream_id, None)
-            self._rates.pop(stream_id, None)
-            self._started.discard(stream_id)
+            self._pace.pop(stream_id, None)
             self._cancel.append(stream_id)
             self._cv.notify()
 
@@ -190,7 +196,7 @@ class VocoderWorker:
             ready = sid in finishing or self.vocoder.frames_to_next_chunk(sid, extra=new) == 0
             cost[sid] = self.vocoder.pending_frames(sid) + new if ready else 0
         with self._cv:
-            order = sorted(cost, key=lambda sid: self._deadlines.get(sid, 0.0))
+            order = sorted(cost, key=lambda sid: self._pace[sid].deadline if sid in self._pace else 0.0)
         keep, total = set(), 0
         for sid in order:
             if cost[sid] and keep and total + cost[sid] > self.max_relaxed_frames:
@@ -228,13 +234,13 @@ class VocoderWorker:
         stream: one whose frames the schedule holds back may be urgent without new frames)."""
         now = time.monotonic()
         with self._cv:
-            deadlines, rates = dict(self._deadlines), dict(self._rates)
+            paces = {sid: (p.deadline, p.rate) for sid, p in self._pace.items()}
         margin = self.urgent_margin_s + 2.0 * self._pass_s
         urgent = set()
         for sid in live:
-            slack = deadlines.get(sid, now) - now
+            deadline, rate = paces.get(sid, (now, 0.0))
+            slack = deadline - now
             missing = self.vocoder.frames_to_next_chunk(sid, extra=batch[sid].shape[0] if sid in batch else 0)
-            rate = rates.get(sid, (0.0, 0.0))[1]
             wait = missing / rate if rate > 0 else 0.0
             if slack < wait + margin:
                 urgent.add(sid)
@@ -258,14 +264,12 @@ class VocoderWorker:
                 target = self._queues.get(sid)
                 if sid in done:
                     self._queues.pop(sid, None)
-                    self._deadlines.pop(sid, None)
-                    self._rates.pop(sid, None)
-                    self._started.discard(sid)
-                elif sid in self._deadlines and audio.size:
-                    if sid not in self._started:  # its client starts playing about now
-                        self._started.add(sid)
-                        self._deadlines[sid] = max(self._deadlines[sid], time.monotonic())
-                    self._deadlines[sid] += audio.shape[0] / sample_rate
+                    self._pace.pop(sid, None)
+                elif (pace := self._pace.get(sid)) is not None and audio.size:
+                    if not pace.started:  # its client starts playing about now
+                        pace.started = True
+                        pace.deadline = max(pace.deadline, time.monotonic())
+                    pace.deadline += audio.shape[0] / sample_rate
             if target is None:
                 continue  # cancelled meanwhile
             loop, queue = target

@@ -91,9 +91,9 @@ async def test_a_stream_gains_slack_with_the_audio_it_delivers(tiny_vocoder, rng
         pcm = await asyncio.wait_for(queue.get(), 10)
         audio_s = pcm.shape[0] / tiny_vocoder.config.sample_rate
         # its client starts playing when the first audio is delivered, and has that much audio from then
-        assert start + audio_s <= worker._deadlines["s"] <= time.monotonic() + audio_s
+        assert start + audio_s <= worker._pace["s"].deadline <= time.monotonic() + audio_s
         worker.cancel("s")
-        assert "s" not in worker._deadlines
+        assert "s" not in worker._pace
     finally:
         worker.close()
 
@@ -117,7 +117,7 @@ async def test_an_urgent_stream_gets_its_held_frames_vocoded_at_once(tiny_vocode
         await asyncio.sleep(0.2)
         assert queue.empty() and sv.pending_frames("low") == 4
         with worker._cv:
-            worker._deadlines["low"] = time.monotonic()  # its client is about to run out
+            worker._pace["low"].deadline = time.monotonic()  # its client is about to run out
         worker.push("other", random_mel(rng, 4))  # any pass
         pcm = await asyncio.wait_for(queue.get(), 10)
         assert pcm.shape[0] == 4 * tiny_vocoder.config.hop_length and sv.pending_frames("low") == 0
@@ -138,11 +138,11 @@ async def test_urgency_weighs_slack_against_the_wait_for_the_next_scheduled_chun
         await asyncio.wait_for(queue.get(), 10)  # first chunk out: the schedule now waits for 8 frames
         now = time.monotonic()
         with worker._cv:
-            worker._deadlines["s"] = now + 0.5
-            worker._rates["s"] = (now, 10.0)  # 8 frames at 10 frames/s: 0.8 s > 0.5 s of slack
+            worker._pace["s"].deadline = now + 0.5
+            worker._pace["s"].rate = 10.0  # 8 frames at 10 frames/s: 0.8 s > 0.5 s of slack
         assert worker._urgent({"s"}, {}) == {"s"}
         with worker._cv:
-            worker._rates["s"] = (now, 200.0)  # 0.04 s + margin < 0.5 s: it can wait for a bigger chunk
+            worker._pace["s"].rate = 200.0  # 0.04 s + margin < 0.5 s: it can wait for a bigger chunk
         assert worker._urgent({"s"}, {}) == set()
         worker.cancel("s")
     finally:
