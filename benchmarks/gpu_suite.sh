@@ -3,7 +3,10 @@
 # benchmarks/RESULTS.md "H200"). Each subcommand fits one device call (<= 10 minutes) and leaves its
 # JSON, PNG and server logs in $OUT (at most 8 files come back per call).
 #
-#   bash benchmarks/gpu_suite.sh install     ~/stash/gpu.part* -> ~/site (+ piper's espeak, + this package)
+#   bash benchmarks/gpu_suite.sh check       the CUDA vocoder alone, on the host's own torch (no vLLM needed)
+#   bash benchmarks/gpu_suite.sh install     ~/stash/gpu.part* -> ~/site (+ piper's espeak, + this package),
+#                                            then smoke: one short load run; if the compiled engine (CUDA
+#                                            graphs) fails, again with --enforce-eager, kept for later steps
 #   bash benchmarks/gpu_suite.sh default     default voice: http+ws sweep (deadline), http sweep (fcfs)
 #   bash benchmarks/gpu_suite.sh large       0.5B random-weight config: http sweep
 #   bash benchmarks/gpu_suite.sh baselines   (a)-(e) on the default voice, step inflation, timeline
@@ -11,42 +14,66 @@ set -u
 export PYTHONPATH=$PWD:$HOME/site VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+ulimit -n 65536 2>/dev/null || ulimit -n 4096 2>/dev/null  # 512 streams: a socket each, client and server
+DEVICE=${DEVICE:-cuda}  # DEVICE=cpu runs the same steps here, as a dry run of the scripts
 ARGS=${ARGS:---max-num-seqs 1024 --gpu-memory-utilization 0.5}
+[ -f "$HOME/.uttera_extra_args" ] && ARGS="$ARGS $(cat "$HOME/.uttera_extra_args")"
 DUR=${DUR:-10}
-run() { echo "[$(date +%T)] $*"; timeout "${STEP_S:-420}" "$@"; echo "[$(date +%T)] exit $?"; }
+PY=${PY:-python3}
+run() { echo "[$(date +%T)] $*"; timeout "${STEP_S:-420}" "$@"; local rc=$?; echo "[$(date +%T)] exit $rc"; return $rc; }
+
+smoke() {
+  run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" --server-args "$ARGS $1" \
+    --sweep 1,8 --duration 3 --warmup 2 --no-floor --out "$OUT/smoke.json" --server-log "$OUT/smoke.server.log" \
+    && $PY -c "import json,sys; d=json.load(open('$OUT/smoke.json')); sys.exit(any(r['errors'] for r in d['levels']))"
+}
+
+smoke_or_eager() {
+  rm -f "$HOME/.uttera_extra_args"
+  if ! smoke ""; then
+    echo "smoke failed with the compiled engine; server log tail:"; tail -40 "$OUT/smoke.server.log"
+    smoke --enforce-eager && echo --enforce-eager >"$HOME/.uttera_extra_args"
+  fi
+}
 
 case "${1:-}" in
+check)
+  run $PY benchmarks/cuda_check.py --model voices/default --out "$OUT/cuda_check.json"
+  ;;
 install)
   bash .whl/install_on_gpu_host.sh || exit 1
   tar -C "$HOME/site" -xJf .whl/piper_min.tar.xz || exit 1
   python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target "$HOME/site" . || exit 1
-  python3 - <<'EOF'
+  $PY - <<'EOF'
 import importlib.metadata as md, torch, vllm, piper
 print("torch", torch.__version__, torch.cuda.get_device_name(), "vllm", vllm.__version__)
 print("plugins", [e.value for e in md.entry_points(group="vllm.general_plugins")])
 EOF
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+  smoke_or_eager
   ;;
+smoke) smoke_or_eager ;;
 default)
-  run python3 benchmarks/load.py --start-server --model voices/default --device cuda --server-args "$ARGS" \
+  run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" --server-args "$ARGS" \
     --sweep "${SWEEP:-1,16,64,256,512}" --transport both --duration "$DUR" --ttfa-budget-ms 100 \
     --out "$OUT/load_default_h200.json" --server-log "$OUT/load_default_h200.server.log"
-  run python3 benchmarks/load.py --start-server --model voices/default --device cuda \
+  run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
     --server-args "$ARGS --scheduling fcfs" --sweep "${SWEEP:-1,16,64,256,512}" --transport http \
     --duration "$DUR" --ttfa-budget-ms 100 --floor "$OUT/load_default_h200.floor.json" \
     --out "$OUT/load_default_h200_fcfs.json" --server-log "$OUT/load_default_h200_fcfs.server.log"
   ;;
 large)
-  [ -d models/random-0.5b ] || run python3 benchmarks/make_05b_model.py --out models/random-0.5b
-  run python3 benchmarks/load.py --start-server --model models/random-0.5b --device cuda --server-args "$ARGS" \
+  [ -d models/random-0.5b ] || run $PY benchmarks/make_05b_model.py --out models/random-0.5b
+  run $PY benchmarks/load.py --start-server --model models/random-0.5b --device "$DEVICE" --server-args "$ARGS" \
     --sweep "${SWEEP:-1,16,64,256}" --transport http --duration "$DUR" --ttfa-budget-ms 300 \
     --out "$OUT/load_05b_h200.json" --server-log "$OUT/load_05b_h200.server.log"
   ;;
 baselines)
-  run python3 benchmarks/baselines.py --model voices/default --device cuda --server-args "$ARGS" \
+  run $PY benchmarks/baselines.py --model voices/default --device "$DEVICE" --server-args "$ARGS" \
     --concurrency "${CONC:-1,64}" --duration "$DUR" --rounds 1 --variants d,c,e,b,a --timeline \
     --out "$OUT/baselines_default_h200.json"
   ;;
-*) echo "usage: $0 install|default|large|baselines" >&2; exit 2 ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines" >&2; exit 2 ;;
 esac
+gzip -f "$OUT"/*.log 2>/dev/null
 ls -la "$OUT"

@@ -1,0 +1,158 @@
+"""The CUDA vocoder path on its own (no vLLM needed): correctness against the CPU, then cost per pass.
+
+    python benchmarks/cuda_check.py [--model voices/default] [--out cuda_check.json]
+
+1. `StreamingVocoder(device="cuda")` on the model's vocoder, 24 streams of ragged lengths pushed in
+   4-frame steps from a producer CUDA stream (as the LM would), against the offline CPU vocoder: SNR
+   per stream (TF32 off, so only float32 rounding differs).
+2. `VocoderWorker` on that vocoder (its thread, its own CUDA stream, deadline ordering): 24 streams
+   fed from the event loop, each stream's PCM against the offline CPU vocoder.
+3. One batched forward of B streams x 32 frames (steady-state chunk) and x 8 frames (first chunk), TF32
+   as the server runs it: median ms per pass over 20 timed passes (CUDA events), and audio-seconds
+   vocoded per second of GPU time.
+"""
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from uttera_server.vocoder_worker import VocoderWorker  # noqa: E402
+from vocoder.model import Vocoder  # noqa: E402
+from vocoder.streaming import StreamingVocoder  # noqa: E402
+
+
+def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
+    reference = reference.astype(np.float64)
+    noise = float(np.sum((reference - test) ** 2))
+    return float("inf") if noise == 0 else float(10 * np.log10(np.sum(reference ** 2) / noise))
+
+
+def mels(n: int, seed: int, n_mels: int) -> dict[int, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {i: (rng.standard_normal((int(rng.integers(3, 200)), n_mels)) * 2 - 5).astype(np.float32)
+            for i in range(n)}
+
+
+def offline(cpu: Vocoder, mel: np.ndarray) -> np.ndarray:
+    with torch.inference_mode():
+        return cpu(torch.from_numpy(np.ascontiguousarray(mel.T[None])))[0].numpy()
+
+
+def check_streaming(model_dir: Path, cpu: Vocoder, data: dict) -> dict:
+    sv = StreamingVocoder(Vocoder.from_dir(model_dir / "vocoder"), chunk_frames=32, first_chunk_frames=8,
+                          device="cuda")
+    producer = torch.cuda.Stream()
+    outs = {sid: [] for sid in data}
+    for sid in data:
+        sv.open(sid)
+    for t in range(0, max(len(m) for m in data.values()), 4):
+        with torch.cuda.stream(producer):
+            batch = {sid: torch.from_numpy(m[t: t + 4]).cuda() * 1.0 for sid, m in data.items() if t < len(m)}
+            ready = torch.cuda.Event()
+            ready.record(producer)
+        done = [sid for sid, m in data.items() if t < len(m) <= t + 4]
+        for sid, pcm in sv.submit(batch, finish=done, after=ready).wait().items():
+            outs[sid].append(pcm)
+    snrs = []
+    for sid, mel in data.items():
+        got, ref = np.concatenate(outs[sid]), offline(cpu, mel)
+        assert got.shape == ref.shape, (sid, got.shape, ref.shape)
+        snrs.append(snr_db(ref, got))
+    return {"streams": len(data), "snr_db_min": min(snrs), "snr_db_median": statistics.median(snrs)}
+
+
+async def check_worker(model_dir: Path, cpu: Vocoder, data: dict) -> dict:
+    sv = StreamingVocoder(Vocoder.from_dir(model_dir / "vocoder"), chunk_frames=32, first_chunk_frames=8,
+                          device="cuda")
+    worker = VocoderWorker(sv, deadline_first=True)
+
+    async def one(sid, mel):
+        queue = worker.open(sid, deadline=time.monotonic() + 0.01 * sid)
+        for t in range(0, len(mel), 4):
+            worker.push(sid, mel[t: t + 4])
+            await asyncio.sleep(0.002)
+        worker.finish(sid)
+        parts = []
+        while (item := await asyncio.wait_for(queue.get(), 30)) is not None:
+            assert not isinstance(item, BaseException), item
+            parts.append(item)
+        got, ref = np.concatenate(parts), offline(cpu, mel)
+        assert got.shape == ref.shape, (sid, got.shape, ref.shape)
+        return snr_db(ref, got)
+
+    try:
+        snrs = await asyncio.gather(*(one(sid, mel) for sid, mel in data.items()))
+    finally:
+        worker.close()
+    return {"streams": len(data), "snr_db_min": min(snrs), "passes": worker.batches,
+            "mean_streams_per_pass": worker.batched_streams / max(worker.batches, 1),
+            "split_passes": worker.split_passes}
+
+
+def time_passes(model_dir: Path, sizes: list[int], frames: int) -> list[dict]:
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    model = Vocoder.from_dir(model_dir / "vocoder")
+    hop, n_mels = model.config.hop_length, model.config.n_mels
+    rows = []
+    for b in sizes:
+        sv = StreamingVocoder(model, chunk_frames=frames, first_chunk_frames=frames, device="cuda")
+        ids = list(range(b))
+        for sid in ids:
+            sv.open(sid)
+        block = torch.randn(frames, n_mels, device="cuda") * 2 - 5
+        for _ in range(3):
+            sv.submit({sid: block for sid in ids}).wait()
+        times = []
+        for _ in range(20):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(sv._stream)
+            result = sv.submit({sid: block for sid in ids})
+            end.record(sv._stream)
+            result.wait()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        ms = statistics.median(times)
+        audio_s = b * frames * hop / model.config.sample_rate
+        rows.append({"streams": b, "frames": frames, "ms_per_pass": round(ms, 3),
+                     "audio_s_per_gpu_s": round(audio_s / (ms / 1e3), 1)})
+        print(f"  vocoder pass  B={b:4d} x {frames:2d} frames: {ms:7.3f} ms  "
+              f"({rows[-1]['audio_s_per_gpu_s']:.0f} audio-s per GPU-s)", flush=True)
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", type=Path, default=ROOT / "voices" / "default")
+    p.add_argument("--out", type=Path, default=None)
+    a = p.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("cuda_check.py needs a CUDA device")
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    cpu = Vocoder.from_dir(a.model / "vocoder")
+    data = mels(24, 0, cpu.config.n_mels)
+    result = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
+    result["streaming"] = check_streaming(a.model, cpu, data)
+    print("streaming vocoder on cuda vs offline cpu:", result["streaming"], flush=True)
+    result["worker"] = asyncio.run(check_worker(a.model, cpu, data))
+    print("vocoder worker on cuda vs offline cpu:", result["worker"], flush=True)
+    result["passes"] = time_passes(a.model, [1, 16, 64, 256, 512], 32) + time_passes(a.model, [1, 64, 512], 8)
+    ok = result["streaming"]["snr_db_min"] > 60 and result["worker"]["snr_db_min"] > 60
+    result["ok"] = ok
+    if a.out:
+        a.out.write_text(json.dumps(result, indent=1))
+    print("OK" if ok else "MISMATCH")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
