@@ -237,6 +237,11 @@ def main() -> None:
     elif a.start_server and not a.no_floor:
         floor_data = measure_floor(a, a.out.with_suffix(".floor.json"))
 
+    def result(rows: list[dict], best=None) -> dict:
+        return {**meta, "model": str(a.model), "server_args": a.server_args, "seed": a.seed, "mode": a.mode,
+                "duration_s": a.duration, "mix": a.mix or "default", "ttfa_budget_ms": a.ttfa_budget_ms,
+                "floor": floor_data, "best": best, "levels": rows}
+
     def run_all(base_url: str) -> list[dict]:
         rows = []
         for transport in TRANSPORTS[a.transport]:
@@ -245,6 +250,8 @@ def main() -> None:
                 row = asyncio.run(run_level(base_url, transport, a.mode, level, a, floor_data))
                 row["loadavg_end"] = machine.loadavg()
                 rows.append(row)
+                # Rewritten after every level: a run stopped by a time limit keeps what it finished.
+                a.out.write_text(json.dumps({**result(rows), "partial": True}, indent=1) + "\n")
                 print(f"  {transport} {a.mode} {level:g}: TTFA p50 {fmt(row['ttfa_ms_p50'])} ms, "
                       f"p99 {fmt(row['ttfa_ms_p99'])} ms, underruns {row['underruns']}, "
                       f"{fmt(row['audio_s_per_s'], '.2f')} audio-s/s, errors {row['errors']}", flush=True)
@@ -268,10 +275,7 @@ def main() -> None:
                   + ("none" if b is None else f"{b['level']:g} (TTFA p99 {b['ttfa_ms_p99']:.1f} ms, "
                                               f"{b['audio_s_per_s']:.2f} audio-s/s)"))
     meta["loadavg_end"] = machine.loadavg()
-    result = {**meta, "model": str(a.model), "server_args": a.server_args, "seed": a.seed, "mode": a.mode,
-              "duration_s": a.duration, "mix": a.mix or "default", "ttfa_budget_ms": a.ttfa_budget_ms,
-              "floor": floor_data, "best": best, "levels": rows}
-    a.out.write_text(json.dumps(result, indent=1) + "\n")
+    a.out.write_text(json.dumps(result(rows, best), indent=1) + "\n")
     print(f"wrote {a.out}")
     if len(levels) > 1:
         png = plot_sweep(rows, a.out.with_suffix(".png"), f"{meta['command']}\n{meta['cpu']} x{meta['cores']}, "
