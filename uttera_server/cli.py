@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
           type=int)
     _flag(engine, EngineConfig, "enable_prefix_caching", "reuse KV blocks of shared prompt prefixes",
           action=argparse.BooleanOptionalAction)
+    _flag(engine, EngineConfig, "prefill_chunk_tokens", "most prompt phonemes prefilled per step while other "
+          "requests decode (bounds the step time a new request adds); 0 = whole prompts", unset="0", type=int)
     _flag(engine, EngineConfig, "enforce_eager", "no CUDA graphs / compilation (faster start)",
           action=argparse.BooleanOptionalAction)
     _flag(engine, EngineConfig, "seed", "engine sampling seed", type=int)

@@ -33,6 +33,10 @@ class EngineConfig:
         supports (the CPU backend needs a multiple of 32, so 16 fails there).
     enable_prefix_caching: off by default, since prompts are the phonemes of one sentence and rarely share
         whole blocks, so hashing them would cost more than it saves.
+    prefill_chunk_tokens: while other requests are decoding, a new request's prompt is prefilled at most
+        this many phonemes per engine step (vLLM's long_prefill_token_threshold), so one long prompt
+        cannot stretch a step that every running stream waits on; a request alone prefills whole. None
+        (or 0) prefills whole prompts in one step.
     enforce_eager: None picks per device: eager on CPU (on the 2-core CI machine eager decoding ran ~1.4x
         faster than torch.compile and started in 30 s instead of 75 s), compiled with CUDA graphs on GPU.
     vocoder_chunk_frames: mel frames per vocoder call (hop_length samples each) once audio is flowing.
@@ -54,6 +58,7 @@ class EngineConfig:
     tensor_parallel_size: int = 1
     block_size: int | None = None
     enable_prefix_caching: bool = False
+    prefill_chunk_tokens: int | None = None
     enforce_eager: bool | None = None
     seed: int = 0
     vocoder_chunk_frames: int = 32
@@ -79,6 +84,9 @@ class EngineConfig:
             _positive("block_size (--block-size)", self.block_size)
             if self.block_size & (self.block_size - 1):
                 raise ConfigError(f"block_size (--block-size) must be a power of two, got {self.block_size}")
+        if self.prefill_chunk_tokens is not None and self.prefill_chunk_tokens < 0:
+            raise ConfigError(f"prefill_chunk_tokens (--prefill-chunk-tokens) must be >= 0, "
+                              f"got {self.prefill_chunk_tokens}")
         if self.seed < 0:
             raise ConfigError(f"seed (--seed) must be >= 0, got {self.seed}")
         _positive("vocoder_chunk_frames (--vocoder-chunk-frames)", self.vocoder_chunk_frames)

@@ -123,6 +123,7 @@ class MelEngine:
             tensor_parallel_size=c.tensor_parallel_size,
             block_size=c.block_size,
             enable_prefix_caching=c.enable_prefix_caching,
+            long_prefill_token_threshold=c.prefill_chunk_tokens or 0,
             enforce_eager=self._enforce_eager(),
             logits_processors=[POINTER_PROCESSOR],
             disable_log_stats=False,

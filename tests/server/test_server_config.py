@@ -29,6 +29,7 @@ def test_defaults_are_valid(tmp_path):
     ("seed", -1, "--seed"),
     ("scheduling", "lifo", "--scheduling"),
     ("vocoder_device", "tpu", "--vocoder-device"),
+    ("prefill_chunk_tokens", -1, "--prefill-chunk-tokens"),
 ])  # fmt: skip
 def test_engine_config_names_the_flag(field, value, flag):
     with pytest.raises(ConfigError, match=flag):
@@ -73,7 +74,7 @@ def test_flags_build_both_configs(tmp_path):
         "--kv-cache-memory-bytes", "1000000", "--dtype", "float32", "--tensor-parallel-size", "2",
         "--block-size", "32", "--enable-prefix-caching", "--enforce-eager", "--seed", "3",
         "--vocoder-chunk-frames", "16", "--first-chunk-frames", "4", "--graceful-shutdown-timeout", "5",
-        "--scheduling", "fcfs", "--vocoder-device", "cpu",
+        "--scheduling", "fcfs", "--vocoder-device", "cpu", "--prefill-chunk-tokens", "48",
     ])  # fmt: skip
     assert build_config(args) == ServerConfig(
         model_dir=tmp_path, host="0.0.0.0", port=9000, max_input_chars=100, graceful_shutdown_s=5.0,
@@ -81,7 +82,7 @@ def test_flags_build_both_configs(tmp_path):
                             kv_cache_memory_bytes=1000000, dtype="float32", tensor_parallel_size=2,
                             block_size=32, enable_prefix_caching=True, enforce_eager=True, seed=3,
                             vocoder_chunk_frames=16, first_chunk_frames=4, scheduling="fcfs",
-                            vocoder_device="cpu"),
+                            vocoder_device="cpu", prefill_chunk_tokens=48),
     )  # fmt: skip
 
 
