@@ -11,7 +11,10 @@
 #                                            (a sweep to 512 at 8 s a level ran past its limit on 2026-12-02)
 #   bash benchmarks/gpu_suite.sh large       0.5B random-weight config: http sweep
 #   bash benchmarks/gpu_suite.sh baselines   (a)-(e) on the default voice, step inflation, timeline
+#   bash benchmarks/gpu_suite.sh convoy      vocoder pass beside a busy thread, by GIL switch interval
+#   bash benchmarks/gpu_suite.sh switch      default voice, http at C = 64,128: --switch-interval-ms 5 vs 0.1
 set -u
+n=0
 export PYTHONPATH=$PWD:$HOME/site VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -78,7 +81,18 @@ baselines)
     --concurrency "${CONC:-1,64}" --duration "$DUR" --rounds 1 --variants d,c,e,b,a --timeline \
     --out "$OUT/baselines_default_h200.json"
   ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines" >&2; exit 2 ;;
+convoy)
+  run $PY benchmarks/gil_convoy.py --device "$DEVICE" --model voices/default --streams 64 \
+    --out "$OUT/gil_convoy_h200.json"
+  ;;
+switch)
+  for v in 5 0.1 5 0.1; do
+    run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
+      --server-args "$ARGS --switch-interval-ms $v" --sweep "${SWEEP:-64,128}" --transport http \
+      --duration "$DUR" --no-floor --out "$OUT/switch_${v}_h200_$((++n)).json"
+  done
+  ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.log 2>/dev/null
 ls -la "$OUT"

@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(engine, EngineConfig, "scheduling", "order of engine requests and vocoder batches: deadline = "
           "earliest client playback deadline first (first-chunk priority), fcfs = arrival order",
           choices=SCHEDULING)
+    _flag(engine, EngineConfig, "switch_interval_ms", "GIL switch interval of the serving process, ms (the "
+          "vocoder thread waits up to this long for the GIL after each op while the event loop is busy)",
+          unset="Python's, 5 ms", type=float)
     _flag(engine, EngineConfig, "vocoder_device", "where the vocoder runs (auto: CUDA if visible, else CPU)",
           choices=VOCODER_DEVICES)
 

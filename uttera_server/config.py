@@ -46,6 +46,14 @@ class EngineConfig:
         sentence's is when the audio already generated for its request finishes playing), earliest
         first, so first chunks go ahead of streams that are already ahead of real time, and a stream
         whose buffer runs low goes ahead of both. "fcfs": vLLM's arrival order, one vocoder batch.
+    switch_interval_ms: the serving process's GIL switch interval (`sys.setswitchinterval`), set when the
+        Synthesizer starts. PyTorch releases the GIL around every op, so while the event loop is busy
+        the vocoder thread waits up to one interval after each op of a pass: at Python's default of
+        5 ms a pass took 38-91x its idle time beside a busy thread, at 0.1 ms 2-4x
+        (benchmarks/gil_convoy.py, CPU). None (the default) leaves Python's 5 ms: on the 2-core CPU a
+        served A/B at 6 and 8 streams showed no gain from 0.1 ms (benchmarks/RESULTS.md); the H200,
+        where a pass is mostly op dispatch, is where it is expected to matter, and it is not measured
+        there yet.
     vocoder_device: where the streaming vocoder runs; "auto" is the first CUDA device when the server
         process sees one (on its own CUDA stream), else the CPU (a worker thread).
     """
@@ -65,6 +73,7 @@ class EngineConfig:
     first_chunk_frames: int = 8
     scheduling: str = "deadline"
     vocoder_device: str = "auto"
+    switch_interval_ms: float | None = None
 
     def __post_init__(self) -> None:
         _positive("max_num_seqs (--max-num-seqs)", self.max_num_seqs)
@@ -94,6 +103,8 @@ class EngineConfig:
         if self.scheduling not in SCHEDULING:
             raise ConfigError(f"scheduling (--scheduling) must be one of {', '.join(SCHEDULING)}, "
                               f"got {self.scheduling!r}")
+        if self.switch_interval_ms is not None:
+            _positive("switch_interval_ms (--switch-interval-ms)", self.switch_interval_ms)
         if self.vocoder_device not in VOCODER_DEVICES:
             raise ConfigError(f"vocoder_device (--vocoder-device) must be one of {', '.join(VOCODER_DEVICES)}, "
                               f"got {self.vocoder_device!r}")

@@ -13,6 +13,7 @@ import asyncio
 import json
 import itertools
 import logging
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -120,6 +121,8 @@ class Synthesizer:
         from .vocoder_worker import VocoderWorker
 
         c = self.engine_config
+        if c.switch_interval_ms is not None:
+            sys.setswitchinterval(c.switch_interval_ms / 1000.0)  # see EngineConfig.switch_interval_ms
         vocoder = Vocoder.from_dir(self.model.path / "vocoder")
         vocoder.config.check_matches(json.loads((self.model.path / "config.json").read_text()))
         streaming = StreamingVocoder(vocoder, chunk_frames=c.vocoder_chunk_frames,
@@ -133,8 +136,8 @@ class Synthesizer:
         # caches (the first request after start took ~0.9 s to its first byte, later ones ~70 ms).
         async for _ in self.stream("Warm up."):
             pass
-        log.info("engine ready: model %s (%s), vocoder on %s, %s scheduling", self.model.path, self.model_id,
-                 self.vocoder_device, c.scheduling)
+        log.info("engine ready: model %s (%s), vocoder on %s, %s scheduling, GIL switch interval %.2f ms",
+                 self.model.path, self.model_id, self.vocoder_device, c.scheduling, 1000 * sys.getswitchinterval())
 
     async def close(self) -> None:
         if self._worker is not None:
