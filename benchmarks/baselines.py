@@ -114,7 +114,7 @@ class Pipelines:
                               first_chunk_frames=self.cfg.first_chunk_frames, device="cuda")
         if not own_stream:
             sv._stream = torch.cuda.default_stream(sv.device)  # (c): serialised with default-stream work
-        return VocoderWorker(sv, deadline_first=self.cfg.scheduling == "deadline")
+        return VocoderWorker(sv, deadline_first=self.cfg.scheduling == "deadline", driver=self.cfg.vocoder_driver)
 
     async def close(self) -> None:
         if "c" in self.workers:

@@ -13,6 +13,7 @@
 #   bash benchmarks/gpu_suite.sh baselines   (a)-(e) on the default voice, step inflation, timeline
 #   bash benchmarks/gpu_suite.sh convoy      vocoder pass beside a busy thread, by GIL switch interval
 #   bash benchmarks/gpu_suite.sh switch      default voice, http at C = 64,128: --switch-interval-ms 5 vs 0.1
+#   bash benchmarks/gpu_suite.sh driver      default voice, http at C = 64,128: --vocoder-driver thread vs loop
 set -u
 n=0
 export PYTHONPATH=$PWD:$HOME/site VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1
@@ -92,7 +93,14 @@ switch)
       --duration "$DUR" --no-floor --out "$OUT/switch_${v}_h200_$((++n)).json"
   done
   ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch" >&2; exit 2 ;;
+driver)
+  for v in thread loop thread loop; do
+    run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
+      --server-args "$ARGS --vocoder-driver $v" --sweep "${SWEEP:-64,128}" --transport http \
+      --duration "$DUR" --no-floor --out "$OUT/driver_${v}_h200_$((++n)).json"
+  done
+  ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.log 2>/dev/null
 ls -la "$OUT"

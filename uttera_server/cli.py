@@ -17,7 +17,7 @@ import wave
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .config import DTYPES, LOG_LEVELS, SCHEDULING, VOCODER_DEVICES, EngineConfig, ServerConfig
+from .config import DTYPES, LOG_LEVELS, SCHEDULING, VOCODER_DEVICES, VOCODER_DRIVERS, EngineConfig, ServerConfig
 from .errors import ConfigError, UtteraError
 from .speech_params import Catalog, check_speed, check_text, check_voice
 from .wav import SAMPLE_BYTES, pcm_bytes
@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(engine, EngineConfig, "switch_interval_ms", "GIL switch interval of the serving process, ms (the "
           "vocoder thread waits up to this long for the GIL after each op while the event loop is busy)",
           unset="Python's, 5 ms", type=float)
+    _flag(engine, EngineConfig, "vocoder_driver", "what issues vocoder passes: a worker thread, or the event loop "
+          "itself (no GIL hand-off per op; for CUDA)", choices=VOCODER_DRIVERS)
     _flag(engine, EngineConfig, "vocoder_device", "where the vocoder runs (auto: CUDA if visible, else CPU)",
           choices=VOCODER_DEVICES)
 

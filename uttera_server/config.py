@@ -11,6 +11,7 @@ from .errors import ConfigError
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 SCHEDULING = ("deadline", "fcfs")
 VOCODER_DEVICES = ("auto", "cpu", "cuda")
+VOCODER_DRIVERS = ("thread", "loop")
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
 
@@ -46,6 +47,11 @@ class EngineConfig:
         sentence's is when the audio already generated for its request finishes playing), earliest
         first, so first chunks go ahead of streams that are already ahead of real time, and a stream
         whose buffer runs low goes ahead of both. "fcfs": vLLM's arrival order, one vocoder batch.
+    vocoder_driver: what issues the vocoder's passes. "thread": a worker thread (on CPU the event loop
+        runs while the thread computes). "loop": a task on the event loop issues every op itself and
+        waits for CUDA work off the loop, so no op waits for the GIL behind a busy loop (see
+        `switch_interval_ms`); meant for CUDA, where a pass is mostly op dispatch. On CPU the loop
+        computes whole passes and serves nothing meanwhile.
     switch_interval_ms: the serving process's GIL switch interval (`sys.setswitchinterval`), set when the
         Synthesizer starts. PyTorch releases the GIL around every op, so while the event loop is busy
         the vocoder thread waits up to one interval after each op of a pass: at Python's default of
@@ -73,6 +79,7 @@ class EngineConfig:
     first_chunk_frames: int = 8
     scheduling: str = "deadline"
     vocoder_device: str = "auto"
+    vocoder_driver: str = "thread"
     switch_interval_ms: float | None = None
 
     def __post_init__(self) -> None:
@@ -105,6 +112,9 @@ class EngineConfig:
                               f"got {self.scheduling!r}")
         if self.switch_interval_ms is not None:
             _positive("switch_interval_ms (--switch-interval-ms)", self.switch_interval_ms)
+        if self.vocoder_driver not in VOCODER_DRIVERS:
+            raise ConfigError(f"vocoder_driver (--vocoder-driver) must be one of {', '.join(VOCODER_DRIVERS)}, "
+                              f"got {self.vocoder_driver!r}")
         if self.vocoder_device not in VOCODER_DEVICES:
             raise ConfigError(f"vocoder_device (--vocoder-device) must be one of {', '.join(VOCODER_DEVICES)}, "
                               f"got {self.vocoder_device!r}")

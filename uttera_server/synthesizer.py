@@ -129,7 +129,8 @@ class Synthesizer:
                                      first_chunk_frames=c.first_chunk_frames, device=self.vocoder_device)
         # On CPU a big vocoder batch takes tens of ms: cap the non-urgent work of a pass (see VocoderWorker).
         self._worker = VocoderWorker(streaming, deadline_first=c.scheduling == "deadline",
-                                     max_relaxed_frames=2 * c.vocoder_chunk_frames if self.vocoder_device == "cpu" else None)
+                                     max_relaxed_frames=2 * c.vocoder_chunk_frames if self.vocoder_device == "cpu" else None,
+                                     driver=c.vocoder_driver)
         frontend.prepare("Warm up.")  # loads espeak-ng data before the first request
         await asyncio.to_thread(self._engine.start)
         # One short utterance through the whole path, so the first client does not pay for cold

@@ -9,6 +9,13 @@ GIL, and the thread gets its own intra-op thread count.
 
 PCM is delivered to each stream's `asyncio.Queue` as float32 arrays; `None` marks the end of a stream.
 
+`driver="loop"` runs the same passes without the thread: a task on the event loop issues the vocoder's
+ops itself, and only waits for CUDA work off the loop (`asyncio.to_thread`). PyTorch releases the GIL
+around every op, so a vocoder thread waits for the GIL after each of a pass's ~330 calls while the
+event loop is busy (`benchmarks/gil_convoy.py`: 38-91x its idle time at Python's 5 ms switch
+interval); on the loop there is no hand-off. On CPU the loop then computes the whole pass itself
+(nothing else runs meanwhile), so the thread stays the default there.
+
 First-chunk priority (`deadline_first=True`, the server's `--scheduling deadline`):
 
 * Each stream carries the time its client runs out of audio: `open(deadline=)` until its first audio,
@@ -51,10 +58,16 @@ class _Pace:
     rate: float = 0.0  # frames/s at which its frames arrive (EMA; 0 until measured)
 
 
+DRIVERS = ("thread", "loop")
+
+
 class VocoderWorker:
     def __init__(self, vocoder: StreamingVocoder, *, torch_threads: int = 1, deadline_first: bool = True,
-                 urgent_margin_s: float = 0.05, max_relaxed_frames: int | None = None):
+                 urgent_margin_s: float = 0.05, max_relaxed_frames: int | None = None, driver: str = "thread"):
+        if driver not in DRIVERS:
+            raise ValueError(f"driver must be one of {', '.join(DRIVERS)}, got {driver!r}")
         self.vocoder = vocoder
+        self.driver = driver
         self.torch_threads = torch_threads
         self.deadline_first = deadline_first
         self.urgent_margin_s = urgent_margin_s
@@ -76,8 +89,28 @@ class VocoderWorker:
         self.batched_streams = 0  # sum over forwards of streams in the batch
         self.split_passes = 0  # passes that vocoded urgent streams ahead of the others
         self.trace: list[tuple[float, float, int]] | None = None  # set to [] to record (start, end, streams)
-        self._thread = threading.Thread(target=self._run, name="uttera-vocoder", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        self._task: asyncio.Task | None = None
+        if driver == "thread":
+            self._thread = threading.Thread(target=self._run, name="uttera-vocoder", daemon=True)
+            self._thread.start()
+        else:  # constructed on the event loop that will drive it
+            self._loop = asyncio.get_running_loop()
+            self._wake = asyncio.Event()
+            self._task = self._loop.create_task(self._drive(), name="uttera-vocoder")
+
+    def _notify(self) -> None:
+        """Wake the driver; call with `_cv` held."""
+        self._cv.notify()
+        if self._task is not None:
+            try:
+                on_loop = asyncio.get_running_loop() is self._loop
+            except RuntimeError:
+                on_loop = False
+            if on_loop:
+                self._wake.set()
+            else:
+                self._loop.call_soon_threadsafe(self._wake.set)
 
     # --- called from the event loop ---
     def open(self, stream_id: Hashable, deadline: float | None = None) -> asyncio.Queue:
@@ -90,7 +123,7 @@ class VocoderWorker:
             self._queues[stream_id] = (asyncio.get_running_loop(), queue)
             self._pace[stream_id] = _Pace(time.monotonic() if deadline is None else deadline)
             self._open.append(stream_id)
-            self._cv.notify()
+            self._notify()
         return queue
 
     def push(self, stream_id: Hashable, frames: np.ndarray) -> None:
@@ -106,13 +139,13 @@ class VocoderWorker:
                         pace.rate = sample if pace.rate == 0.0 else 0.8 * pace.rate + 0.2 * sample
                 pace.last_push = now
             self._frames[stream_id].append(frames)
-            self._cv.notify()
+            self._notify()
 
     def finish(self, stream_id: Hashable) -> None:
         """No more frames: vocode what is left, then deliver `None`."""
         with self._cv:
             self._finish.append(stream_id)
-            self._cv.notify()
+            self._notify()
 
     def cancel(self, stream_id: Hashable) -> None:
         """Drop the stream and whatever it has queued; nothing more is delivered."""
@@ -121,39 +154,84 @@ class VocoderWorker:
             self._frames.pop(stream_id, None)
             self._pace.pop(stream_id, None)
             self._cancel.append(stream_id)
-            self._cv.notify()
+            self._notify()
 
     def close(self) -> None:
         with self._cv:
             self._stopping = True
-            self._cv.notify()
-        self._thread.join(timeout=10)
+            self._notify()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._task is not None:
+            self._task.cancel()
 
-    # --- the thread ---
+    # --- the drivers: a thread (default) or a task on the event loop ---
+    def _has_work(self) -> bool:
+        return bool(self._open or self._frames or self._finish or self._cancel or self._stopping)
+
+    def _take(self) -> tuple | None:
+        """Everything queued since the last pass (with `_cv` held); None once stopping."""
+        if self._stopping:
+            return None
+        taken = self._open, self._frames, self._finish, self._cancel
+        self._open, self._frames, self._finish, self._cancel = [], defaultdict(list), [], []
+        return taken
+
+    def _fail(self, e: BaseException) -> None:
+        """Deliver the failure to every waiting stream."""
+        with self._cv:
+            self._error = e
+            queues = list(self._queues.values())
+            self._queues.clear()
+        for loop, queue in queues:
+            loop.call_soon_threadsafe(queue.put_nowait, e)
+
     def _run(self) -> None:
         torch.set_num_threads(self.torch_threads)
         while True:
             with self._cv:
-                while not (self._open or self._frames or self._finish or self._cancel or self._stopping):
+                while not self._has_work():
                     self._cv.wait()
-                if self._stopping:
-                    return
-                opened, self._open = self._open, []
-                frames, self._frames = self._frames, defaultdict(list)
-                finish, self._finish = self._finish, []
-                cancel, self._cancel = self._cancel, []
+                taken = self._take()
+            if taken is None:
+                return
             try:
-                self._process(opened, frames, finish, cancel)
-            except BaseException as e:  # deliver the failure to every waiting stream
-                with self._cv:
-                    self._error = e
-                    queues = list(self._queues.values())
-                    self._queues.clear()
-                for loop, queue in queues:
-                    loop.call_soon_threadsafe(queue.put_nowait, e)
+                for batch, finish, eager in self._plan(*taken):
+                    t0 = time.monotonic()
+                    pcm = self.vocoder.step(batch, finish=finish, eager=eager)
+                    self._deliver(pcm, finish, t0, time.monotonic())
+            except BaseException as e:
+                self._fail(e)
                 return
 
-    def _process(self, opened, frames, finish, cancel) -> None:
+    async def _drive(self) -> None:
+        while True:
+            with self._cv:
+                idle = not self._has_work()
+            if idle:  # (work a capped pass gave back is already queued: no wake-up needed for it)
+                await self._wake.wait()
+            self._wake.clear()
+            with self._cv:
+                if not self._has_work():
+                    continue
+                taken = self._take()
+            if taken is None:
+                return
+            try:
+                for batch, finish, eager in self._plan(*taken):
+                    t0 = time.monotonic()
+                    result = self.vocoder.submit(batch, finish=finish, eager=eager)
+                    if not result.done():  # CUDA work in flight: wait off the loop (one GIL hand-off)
+                        await asyncio.to_thread(result.wait)
+                    self._deliver(result.wait(), finish, t0, time.monotonic())
+            except asyncio.CancelledError:
+                raise
+            except BaseException as e:
+                self._fail(e)
+                return
+
+    def _plan(self, opened, frames, finish, cancel) -> list[tuple[dict, list, set]]:
+        """Open and cancel streams, then the passes to run in order: (frames, finishes, eager streams)."""
         for sid in opened:
             self.vocoder.open(sid)
         for sid in cancel:
@@ -164,10 +242,9 @@ class VocoderWorker:
         batch = {sid: np.concatenate(chunks) for sid, chunks in frames.items() if sid in live}
         finish = [sid for sid in finish if sid in live]
         if not batch and not finish:
-            return
+            return []
         if not self.deadline_first:
-            self._vocode(batch, finish)
-            return
+            return [(batch, finish, set())]
         self.vocoder.first_chunk_frames = self._first_chunk_frames()
         urgent = self._urgent(live, batch)
         first = {sid: f for sid, f in batch.items() if sid in urgent}
@@ -181,10 +258,10 @@ class VocoderWorker:
             rest, rest_finish = self._cap(rest, rest_finish)
         if (first or first_finish) and (rest or rest_finish):
             self.split_passes += 1
-            self._vocode(first, first_finish, eager=urgent)
-            self._vocode(rest, rest_finish)
-        else:
-            self._vocode({**rest, **first}, rest_finish + first_finish, eager=urgent)
+            return [(first, first_finish, urgent), (rest, rest_finish, set())]
+        if not (first or first_finish or rest or rest_finish):
+            return []
+        return [({**rest, **first}, rest_finish + first_finish, urgent)]
 
     def _cap(self, rest: dict, rest_finish: list) -> tuple[dict, list]:
         """Keep at most `max_relaxed_frames` frames of vocoding among non-urgent streams (earliest
@@ -246,12 +323,8 @@ class VocoderWorker:
                 urgent.add(sid)
         return urgent
 
-    def _vocode(self, batch: dict, finish: list, eager: set = frozenset()) -> None:
-        if not batch and not finish:
-            return
-        t0 = time.monotonic()
-        pcm = self.vocoder.step(batch, finish=finish, eager=eager)
-        t1 = time.monotonic()
+    def _deliver(self, pcm: dict, finish: list, t0: float, t1: float) -> None:
+        """Hand one pass's PCM to the streams' queues and advance their deadlines."""
         self._pass_s = 0.9 * self._pass_s + 0.1 * (t1 - t0)
         if self.trace is not None:
             self.trace.append((t0, t1, len(pcm)))

@@ -1,0 +1,65 @@
+"""The vocoder worker's two drivers (a thread, or a task on the event loop) give the same exact PCM: every
+stream equals offline vocoding of its whole mel, with deadline ordering, capped passes and cancels."""
+
+import asyncio
+
+import numpy as np
+import pytest
+from voc_helpers import offline, random_mel, snr_db
+
+from uttera_server.vocoder_worker import VocoderWorker
+from vocoder.streaming import StreamingVocoder
+
+
+async def drain(queue: asyncio.Queue) -> np.ndarray:
+    parts = []
+    while (item := await asyncio.wait_for(queue.get(), 10)) is not None:
+        assert not isinstance(item, BaseException), item
+        parts.append(item)
+    return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+
+@pytest.mark.parametrize("driver", ["thread", "loop"])
+@pytest.mark.parametrize("max_relaxed_frames", [None, 8])
+async def test_streams_match_offline_vocoding(tiny_vocoder, rng, driver, max_relaxed_frames):
+    sv = StreamingVocoder(tiny_vocoder, chunk_frames=16, first_chunk_frames=8)
+    worker = VocoderWorker(sv, driver=driver, max_relaxed_frames=max_relaxed_frames)
+    mels = {f"s{i}": random_mel(rng, n) for i, n in enumerate([5, 37, 64, 90])}
+    try:
+        async def feed(sid, mel, step):
+            queue = worker.open(sid)
+            for t in range(0, len(mel), step):
+                worker.push(sid, mel[t: t + step])
+                await asyncio.sleep(0.001)
+            worker.finish(sid)
+            return await drain(queue)
+
+        outs = await asyncio.gather(*(feed(sid, mel, 4 + i) for i, (sid, mel) in enumerate(mels.items())))
+        # a stream cancelled mid-way delivers nothing more, and the others are not disturbed
+        cancelled = worker.open("gone")
+        worker.push("gone", random_mel(rng, 12))
+        worker.cancel("gone")
+        again = await feed("after", mels["s1"], 5)
+    finally:
+        worker.close()
+    for (sid, mel), pcm in zip(mels.items(), outs):
+        ref = offline(tiny_vocoder, mel)
+        assert pcm.shape == ref.shape and snr_db(ref, pcm) > 80, sid
+    assert snr_db(offline(tiny_vocoder, mels["s1"]), again) > 80
+    assert cancelled.empty() or all(item is not None for item in cancelled._queue)
+    assert worker.batches > 0
+    if max_relaxed_frames is not None:
+        assert worker.deferred_passes > 0  # the cap gave work back, and it was done without a new push
+
+
+async def test_loop_driver_needs_no_thread_and_stops_on_close(tiny_vocoder):
+    worker = VocoderWorker(StreamingVocoder(tiny_vocoder, chunk_frames=16, first_chunk_frames=8), driver="loop")
+    assert worker._thread is None and not worker._task.done()
+    worker.close()
+    await asyncio.sleep(0)
+    assert worker._task.done()
+
+
+def test_unknown_driver_is_refused(tiny_vocoder):
+    with pytest.raises(ValueError, match="driver"):
+        VocoderWorker(StreamingVocoder(tiny_vocoder, chunk_frames=16, first_chunk_frames=8), driver="process")
