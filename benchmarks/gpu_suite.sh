@@ -24,6 +24,7 @@ DEVICE=${DEVICE:-cuda}  # DEVICE=cpu runs the same steps here, as a dry run of t
 ARGS=${ARGS:---max-num-seqs 1024 --gpu-memory-utilization 0.5}
 [ -f "$HOME/.uttera_extra_args" ] && ARGS="$ARGS $(cat "$HOME/.uttera_extra_args")"
 DUR=${DUR:-5}
+CLIENTS=${CLIENTS:-4}  # load.py client processes (closed loop), so the client is not the limit
 PY=${PY:-python3}
 run() { echo "[$(date +%T)] $*"; timeout "${STEP_S:-420}" "$@"; local rc=$?; echo "[$(date +%T)] exit $rc"; return $rc; }
 
@@ -64,17 +65,17 @@ EOF
 smoke) smoke_or_eager ;;
 default)
   run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" --server-args "$ARGS" \
-    --sweep "${SWEEP:-1,16,64,256}" --transport both --duration "$DUR" --ttfa-budget-ms 100 \
+    --sweep "${SWEEP:-1,16,64,256}" --transport both --duration "$DUR" --ttfa-budget-ms 100 --client-processes "$CLIENTS" \
     --out "$OUT/load_default_h200.json" --server-log "$OUT/load_default_h200.server.log"
   run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
     --server-args "$ARGS --scheduling fcfs" --sweep "${SWEEP:-1,16,64,256}" --transport http \
-    --duration "$DUR" --ttfa-budget-ms 100 --floor "$OUT/load_default_h200.floor.json" \
+    --duration "$DUR" --ttfa-budget-ms 100 --floor "$OUT/load_default_h200.floor.json" --client-processes "$CLIENTS" \
     --out "$OUT/load_default_h200_fcfs.json" --server-log "$OUT/load_default_h200_fcfs.server.log"
   ;;
 large)
   [ -d models/random-0.5b ] || run $PY benchmarks/make_05b_model.py --out models/random-0.5b
   run $PY benchmarks/load.py --start-server --model models/random-0.5b --device "$DEVICE" --server-args "$ARGS" \
-    --sweep "${SWEEP:-1,16,64,256}" --transport http --duration "$DUR" --ttfa-budget-ms 300 \
+    --sweep "${SWEEP:-1,16,64,256}" --transport http --duration "$DUR" --ttfa-budget-ms 300 --client-processes "$CLIENTS" \
     --out "$OUT/load_05b_h200.json" --server-log "$OUT/load_05b_h200.server.log"
   ;;
 baselines)
@@ -90,14 +91,14 @@ switch)
   for v in 5 0.1 5 0.1; do
     run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
       --server-args "$ARGS --switch-interval-ms $v" --sweep "${SWEEP:-64,128}" --transport http \
-      --duration "$DUR" --no-floor --out "$OUT/switch_${v}_h200_$((++n)).json"
+      --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/switch_${v}_h200_$((++n)).json"
   done
   ;;
 driver)
   for v in thread loop thread loop; do
     run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
       --server-args "$ARGS --vocoder-driver $v" --sweep "${SWEEP:-64,128}" --transport http \
-      --duration "$DUR" --no-floor --out "$OUT/driver_${v}_h200_$((++n)).json"
+      --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/driver_${v}_h200_$((++n)).json"
   done
   ;;
 *) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver" >&2; exit 2 ;;

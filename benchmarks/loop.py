@@ -21,9 +21,14 @@ from benchmarks.stats import pct
 from benchmarks.texts import TextMix
 
 
-async def closed_loop(open_session, concurrency: int, duration_s: float, seed: int, weights=None):
+async def closed_loop(open_session, concurrency: int, duration_s: float, seed: int, weights=None,
+                      workers=None, end: float | None = None):
+    """`workers`: the worker indices to run here (default all of range(concurrency)); a worker's texts
+    depend only on its index, so C workers split over several processes send what one process would.
+    `end`: a shared `time.perf_counter()` deadline (the clock is system-wide on Linux), else now +
+    duration_s."""
     t0 = time.perf_counter()
-    end = t0 + duration_s
+    end = t0 + duration_s if end is None else end
     records = []
 
     async def worker(i: int):
@@ -33,7 +38,7 @@ async def closed_loop(open_session, concurrency: int, duration_s: float, seed: i
                 kind, text = mix.draw()
                 records.append(await session.request(text, kind))
 
-    await asyncio.gather(*(worker(i) for i in range(concurrency)))
+    await asyncio.gather(*(worker(i) for i in (range(concurrency) if workers is None else workers)))
     return records, time.perf_counter() - t0, {}
 
 

@@ -57,7 +57,11 @@ async def test_cancel_stops_audio(ws_url, http):
         assert len(await recv_audio(ws)) > 0  # audio is flowing
         await send_json(ws, type="cancel")
         messages, _ = await collect_until(ws, "cancelled")
-        assert [m for m in messages if m["type"] != "timestamps"] == [{"type": "cancelled", "context_id": "default"}]
+        cancelled = {"type": "cancelled", "context_id": "default"}
+        # `flushed` comes first only if all the flushed text's audio was out before the cancel was read
+        # (docs/protocol.md); seen once on a loaded 2-core machine with the fast tiny model
+        assert [m for m in messages if m["type"] != "timestamps"] in (
+            [cancelled], [{"type": "flushed", "context_id": "default"}, cancelled])
         # a new utterance on the same socket: nothing of the cancelled one may arrive before its `started`
         await send_json(ws, type="text", text="Short.")
         await send_json(ws, type="end")

@@ -1,0 +1,17 @@
+"""load.py's closed loop spread over client processes, against the real server: every worker runs in one
+of the processes, and the records come back whole."""
+
+from types import SimpleNamespace
+
+from benchmarks.load import closed_loop_processes
+from benchmarks.stats import summarize
+
+
+async def test_workers_spread_over_two_client_processes(server):
+    a = SimpleNamespace(client_processes=2, duration=1.0, mix=None, request_timeout=60.0)
+    records, wall, info = await closed_loop_processes(server.url, "http", 3, a, seed=5)
+    assert info["client_processes"] == 2 and info["client_cpu_pct"] > 0
+    assert len(records) >= 3  # each of the 3 workers sent at least one request
+    assert all(r.ok for r in records), [r.error for r in records]
+    assert all(r.ttfa_s is not None and r.ttfa_s < wall for r in records)
+    assert summarize(records, wall)["requests"] == len(records)
