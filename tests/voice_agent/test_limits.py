@@ -75,8 +75,9 @@ async def test_too_much_buffered_text_ends_only_that_context(ws_url, http):
         await other.send_text(BYSTANDER_TEXT)
         greedy = client.context("greedy")
         await greedy.send_text("word " * (MAX_INPUT_CHARS // 5 - 2))  # 990 characters: under the limit
-        # Over it by far more than one segment holds, so it stays over however much was spoken meanwhile.
-        await greedy.send_text("more words " * 80)
+        # 1,100 characters: over the limit by themselves, so however much of the first text was spoken
+        # before this message is read (a fast engine had spoken nearly all of it once), it is too much.
+        await greedy.send_text("more words " * 100)
         events = [e async for e in greedy.events(timeout(30))]
         assert isinstance(events[-1], ContextError) and events[-1].code == "input_too_long"
         await other.end()
