@@ -102,6 +102,12 @@ async def sample_metrics(client: httpx.AsyncClient, every_s: float, out: list) -
             out.append(await scrape(client))
 
 
+def load_client(base_url: str, timeout_s: float) -> httpx.AsyncClient:
+    """The load generator's HTTP client: no connection limit, so every worker streams at once."""
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    return httpx.AsyncClient(base_url=base_url, timeout=timeout_s, limits=limits)
+
+
 def _client_ready() -> None:
     """Run once in each client process before the clock starts: this module is imported by then (the
     short sleep keeps one process from taking two of these calls)."""
@@ -112,8 +118,7 @@ def _client_part(base_url: str, transport: str, concurrency: int, workers: list[
                  end: float, seed: int, mix, request_timeout: float) -> tuple[list, float]:
     """One client process of a closed-loop level: its workers' records and the CPU time it used."""
     async def go():
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-        async with httpx.AsyncClient(base_url=base_url, timeout=request_timeout, limits=limits) as client:
+        async with load_client(base_url, request_timeout) as client:
             open_session = session_factory(transport, base_url, client, request_timeout)
             records, _, _ = await closed_loop(open_session, concurrency, duration_s, seed, mix,
                                               workers=workers, end=end)
@@ -150,8 +155,7 @@ async def closed_loop_processes(base_url: str, transport: str, concurrency: int,
 
 
 async def run_level(base_url: str, transport: str, mode: str, level: float, a, floor: dict | None) -> dict:
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    async with httpx.AsyncClient(base_url=base_url, timeout=a.request_timeout, limits=limits) as client, \
+    async with load_client(base_url, a.request_timeout) as client, \
             httpx.AsyncClient(base_url=base_url, timeout=10) as metrics_client:
         open_session = session_factory(transport, base_url, client, a.request_timeout)
         before = await scrape(metrics_client)

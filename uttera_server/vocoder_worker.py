@@ -39,12 +39,13 @@ import math
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from vocoder.step_result import StepResult
 from vocoder.streaming import StreamingVocoder
 
 
@@ -186,6 +187,13 @@ class VocoderWorker:
         for loop, queue in queues:
             loop.call_soon_threadsafe(queue.put_nowait, e)
 
+    def _passes(self, taken: tuple) -> Iterator[tuple[StepResult, list, float]]:
+        """Submit the planned passes one at a time, each once the one before has been delivered:
+        (its result, its finished streams, when it was submitted)."""
+        for batch, finish, eager in self._plan(*taken):
+            t0 = time.monotonic()
+            yield self.vocoder.submit(batch, finish=finish, eager=eager), finish, t0
+
     def _run(self) -> None:
         torch.set_num_threads(self.torch_threads)
         while True:
@@ -196,31 +204,25 @@ class VocoderWorker:
             if taken is None:
                 return
             try:
-                for batch, finish, eager in self._plan(*taken):
-                    t0 = time.monotonic()
-                    pcm = self.vocoder.step(batch, finish=finish, eager=eager)
-                    self._deliver(pcm, finish, t0, time.monotonic())
+                for result, finish, t0 in self._passes(taken):
+                    self._deliver(result.wait(), finish, t0, time.monotonic())
             except BaseException as e:
                 self._fail(e)
                 return
 
     async def _drive(self) -> None:
         while True:
+            self._wake.clear()  # before looking: work queued after this sets it again
             with self._cv:
-                idle = not self._has_work()
-            if idle:  # (work a capped pass gave back is already queued: no wake-up needed for it)
+                busy = self._has_work()  # (work a capped pass gave back is queued without a wake-up)
+                taken = self._take() if busy else None
+            if not busy:
                 await self._wake.wait()
-            self._wake.clear()
-            with self._cv:
-                if not self._has_work():
-                    continue
-                taken = self._take()
+                continue
             if taken is None:
                 return
             try:
-                for batch, finish, eager in self._plan(*taken):
-                    t0 = time.monotonic()
-                    result = self.vocoder.submit(batch, finish=finish, eager=eager)
+                for result, finish, t0 in self._passes(taken):
                     if not result.done():  # CUDA work in flight: wait off the loop (one GIL hand-off)
                         await asyncio.to_thread(result.wait)
                     self._deliver(result.wait(), finish, t0, time.monotonic())

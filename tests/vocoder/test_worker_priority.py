@@ -16,13 +16,13 @@ def worker_with_log(vocoder, **kwargs):
 
     sv = StreamingVocoder(vocoder, chunk_frames=8, first_chunk_frames=8)
     batches = []
-    step = sv.step
+    submit = sv.submit
 
-    def logged_step(frames, finish=(), **kwargs):
+    def logged_submit(frames, finish=(), **kwargs):
         batches.append(sorted(set(frames) | set(finish)))
-        return step(frames, finish=finish, **kwargs)
+        return submit(frames, finish=finish, **kwargs)
 
-    sv.step = logged_step
+    sv.submit = logged_submit
     return VocoderWorker(sv, **kwargs), batches
 
 
