@@ -5,12 +5,14 @@
 1. `StreamingVocoder(device="cuda")` on the model's vocoder, 24 streams of ragged lengths pushed in
    4-frame steps from a producer CUDA stream (as the LM would), against the offline CPU vocoder: SNR
    per stream (TF32 off, so only float32 rounding differs).
+   Again with the passes as CUDA-graph replays (`cuda_graphs=True`, as served by default).
 2. `VocoderWorker` on that vocoder (its thread, its own CUDA stream, deadline ordering): 24 streams
    fed from the event loop, each stream's PCM against the offline CPU vocoder; then the same with
-   `driver="loop"` (the event loop issues the passes).
+   `driver="loop"` (the event loop issues the passes), and with CUDA graphs.
 3. One batched forward of B streams x 32 frames (steady-state chunk) and x 8 frames (first chunk), TF32
-   as the server runs it: median ms per pass over 20 timed passes (CUDA events), and audio-seconds
-   vocoded per second of GPU time.
+   as the server runs it, op by op and as a graph replay: median ms per pass over 20 timed passes
+   (CUDA events on the vocoder's stream, and host wall time submit -> wait), and audio-seconds vocoded
+   per second of GPU time.
 """
 
 import argparse
@@ -49,9 +51,9 @@ def offline(cpu: Vocoder, mel: np.ndarray) -> np.ndarray:
         return cpu(torch.from_numpy(np.ascontiguousarray(mel.T[None])))[0].numpy()
 
 
-def check_streaming(model_dir: Path, cpu: Vocoder, data: dict) -> dict:
+def check_streaming(model_dir: Path, cpu: Vocoder, data: dict, graphs: bool = False) -> dict:
     sv = StreamingVocoder(Vocoder.from_dir(model_dir / "vocoder"), chunk_frames=32, first_chunk_frames=8,
-                          device="cuda")
+                          device="cuda", cuda_graphs=graphs)
     producer = torch.cuda.Stream()
     outs = {sid: [] for sid in data}
     for sid in data:
@@ -69,12 +71,16 @@ def check_streaming(model_dir: Path, cpu: Vocoder, data: dict) -> dict:
         got, ref = np.concatenate(outs[sid]), offline(cpu, mel)
         assert got.shape == ref.shape, (sid, got.shape, ref.shape)
         snrs.append(snr_db(ref, got))
-    return {"streams": len(data), "snr_db_min": min(snrs), "snr_db_median": statistics.median(snrs)}
+    return {"streams": len(data), "snr_db_min": min(snrs), "snr_db_median": statistics.median(snrs),
+            "graph_passes": sv.graph_passes, "eager_passes": sv.eager_passes}
 
 
-async def check_worker(model_dir: Path, cpu: Vocoder, data: dict, driver: str = "thread") -> dict:
+async def check_worker(model_dir: Path, cpu: Vocoder, data: dict, driver: str = "thread",
+                       graphs: bool = False) -> dict:
     sv = StreamingVocoder(Vocoder.from_dir(model_dir / "vocoder"), chunk_frames=32, first_chunk_frames=8,
-                          device="cuda")
+                          device="cuda", cuda_graphs=graphs, initial_capacity=64)
+    if graphs:
+        sv.capture_graphs(32)
     worker = VocoderWorker(sv, deadline_first=True, driver=driver)
 
     async def one(sid, mel):
@@ -97,37 +103,42 @@ async def check_worker(model_dir: Path, cpu: Vocoder, data: dict, driver: str = 
         worker.close()
     return {"streams": len(data), "snr_db_min": min(snrs), "passes": worker.batches,
             "mean_streams_per_pass": worker.batched_streams / max(worker.batches, 1),
-            "split_passes": worker.split_passes}
+            "split_passes": worker.split_passes, "graph_passes": sv.graph_passes}
 
 
-def time_passes(model_dir: Path, sizes: list[int], frames: int) -> list[dict]:
+def time_passes(model_dir: Path, sizes: list[int], frames: int, graphs: bool = False) -> list[dict]:
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     model = Vocoder.from_dir(model_dir / "vocoder")
     hop, n_mels = model.config.hop_length, model.config.n_mels
     rows = []
     for b in sizes:
-        sv = StreamingVocoder(model, chunk_frames=frames, first_chunk_frames=frames, device="cuda")
+        sv = StreamingVocoder(model, chunk_frames=frames, first_chunk_frames=frames, device="cuda",
+                              cuda_graphs=graphs, initial_capacity=b + 1)
         ids = list(range(b))
         for sid in ids:
             sv.open(sid)
         block = torch.randn(frames, n_mels, device="cuda") * 2 - 5
         for _ in range(3):
             sv.submit({sid: block for sid in ids}).wait()
-        times = []
+        host_block = block.cpu().numpy()  # as served: frames arrive from the engine process on the host
+        times, walls = [], []
         for _ in range(20):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            t0 = time.perf_counter()
             start.record(sv._stream)
-            result = sv.submit({sid: block for sid in ids})
+            result = sv.submit({sid: host_block for sid in ids})
             end.record(sv._stream)
             result.wait()
+            walls.append(1000 * (time.perf_counter() - t0))
             end.synchronize()
             times.append(start.elapsed_time(end))
-        ms = statistics.median(times)
+        ms, wall = statistics.median(times), statistics.median(walls)
         audio_s = b * frames * hop / model.config.sample_rate
-        rows.append({"streams": b, "frames": frames, "ms_per_pass": round(ms, 3),
-                     "audio_s_per_gpu_s": round(audio_s / (ms / 1e3), 1)})
-        print(f"  vocoder pass  B={b:4d} x {frames:2d} frames: {ms:7.3f} ms  "
-              f"({rows[-1]['audio_s_per_gpu_s']:.0f} audio-s per GPU-s)", flush=True)
+        rows.append({"streams": b, "frames": frames, "graphs": graphs, "ms_per_pass": round(ms, 3),
+                     "wall_ms_per_pass": round(wall, 3), "audio_s_per_gpu_s": round(audio_s / (ms / 1e3), 1)})
+        print(f"  vocoder pass  B={b:4d} x {frames:2d} frames, graphs {'on ' if graphs else 'off'}: {ms:7.3f} ms "
+              f"on the stream, {wall:7.3f} ms wall ({rows[-1]['audio_s_per_gpu_s']:.0f} audio-s per GPU-s)",
+              flush=True)
     return rows
 
 
@@ -148,8 +159,16 @@ def main() -> None:
     print("vocoder worker on cuda vs offline cpu:", result["worker"], flush=True)
     result["worker_loop"] = asyncio.run(check_worker(a.model, cpu, data, driver="loop"))
     print("vocoder worker (loop driver) on cuda vs offline cpu:", result["worker_loop"], flush=True)
-    result["passes"] = time_passes(a.model, [1, 16, 64, 256, 512], 32) + time_passes(a.model, [1, 64, 512], 8)
-    ok = min(result[k]["snr_db_min"] for k in ("streaming", "worker", "worker_loop")) > 60
+    result["streaming_graphs"] = check_streaming(a.model, cpu, data, graphs=True)
+    print("streaming vocoder on cuda, CUDA graphs, vs offline cpu:", result["streaming_graphs"], flush=True)
+    result["worker_graphs"] = asyncio.run(check_worker(a.model, cpu, data, graphs=True))
+    print("vocoder worker on cuda, CUDA graphs, vs offline cpu:", result["worker_graphs"], flush=True)
+    result["passes"] = []
+    for graphs in (False, True):
+        result["passes"] += time_passes(a.model, [1, 16, 64, 256, 512], 32, graphs)
+        result["passes"] += time_passes(a.model, [1, 64, 512], 8, graphs)
+    checks = ("streaming", "worker", "worker_loop", "streaming_graphs", "worker_graphs")
+    ok = min(result[k]["snr_db_min"] for k in checks) > 60 and result["streaming_graphs"]["graph_passes"] > 0
     result["ok"] = ok
     if a.out:
         a.out.write_text(json.dumps(result, indent=1))

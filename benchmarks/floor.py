@@ -76,8 +76,10 @@ def vocoder_ms(model_dir: Path, cfg, mel, device: str, repeats: int) -> tuple[fl
 
     if device == "cpu":
         torch.set_num_threads(1)  # as VocoderWorker
+    graphs = device == "cuda" and cfg.vocoder_cuda_graphs  # as the server runs it
     sv = StreamingVocoder(Vocoder.from_dir(model_dir / "vocoder"), chunk_frames=cfg.vocoder_chunk_frames,
-                          first_chunk_frames=cfg.first_chunk_frames, device=device)
+                          first_chunk_frames=cfg.first_chunk_frames, device=device, cuda_graphs=graphs)
+    sv.capture_graphs(1)
     need = cfg.first_chunk_frames + cfg.vocoder_chunk_frames
     while mel.shape[0] < need:
         mel = np.concatenate([mel, mel])

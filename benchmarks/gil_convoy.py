@@ -10,7 +10,7 @@ default). A pass made of many small ops (kernel launches on CUDA) then takes man
 
 Measured here: wall time of one `StreamingVocoder.step` (B streams x F frames, the server's vocoder
 thread doing it) with the main thread (1) idle, (2) busy in pure-Python work, at the default switch
-interval and at 0.5 ms and 0.1 ms. On CPU the network is shrunk (`--tiny`, default on CPU) so that a pass
+interval and at 0.5 ms and 0.1 ms; on CUDA, op by op and as CUDA-graph replays (`--graphs off,on`). On CPU the network is shrunk (`--tiny`, default on CPU) so that a pass
 is, like a CUDA pass, mostly op dispatch rather than arithmetic.
 """
 
@@ -72,6 +72,7 @@ def run_case(sv, a, n_mels: int, busy: bool, interval: float | None) -> dict:
     ms = result["ms"]
     return {"main_thread": "busy" if busy else "idle",
             "switch_interval_ms": 1000 * (interval if interval is not None else default),
+            "graphs": sv.cuda_graphs,
             "pass_ms_p50": round(statistics.median(ms), 3), "pass_ms_p90": round(float(np.percentile(ms, 90)), 3)}
 
 
@@ -82,23 +83,28 @@ def main() -> None:
     p.add_argument("--passes", type=int, default=40)
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--model", type=Path, default=None, help="a model dir whose vocoder to use (default: tiny)")
+    p.add_argument("--graphs", default=None, help="off, on or off,on: CUDA graphs (default: off,on on cuda)")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "gil_convoy.json")
     a = p.parse_args()
+    graph_modes = (a.graphs or ("off,on" if a.device == "cuda" else "off")).split(",")
     if a.model is not None:
         model = Vocoder.from_dir(a.model / "vocoder")
     else:
         model = Vocoder.random(VocoderConfig(dim=32, intermediate_dim=64, num_layers=8), seed=0)
-    sv = StreamingVocoder(model, chunk_frames=a.frames, first_chunk_frames=a.frames, device=a.device)
     n_mels = model.config.n_mels
-    rows = [run_case(sv, a, n_mels, False, None), run_case(sv, a, n_mels, True, None),
-            run_case(sv, a, n_mels, True, 0.0005), run_case(sv, a, n_mels, True, 0.0001)]
-    base = rows[0]["pass_ms_p50"]
+    rows = []
+    for mode in graph_modes:
+        sv = StreamingVocoder(model, chunk_frames=a.frames, first_chunk_frames=a.frames, device=a.device,
+                              cuda_graphs=mode == "on", initial_capacity=a.streams + 1)
+        rows += [run_case(sv, a, n_mels, False, None), run_case(sv, a, n_mels, True, None),
+                 run_case(sv, a, n_mels, True, 0.0005), run_case(sv, a, n_mels, True, 0.0001)]
+    idle = {r["graphs"]: r["pass_ms_p50"] for r in reversed(rows) if r["main_thread"] == "idle"}
     print(f"vocoder pass, {a.streams} streams x {a.frames} frames on {a.device} "
           f"({'model ' + str(a.model) if a.model else 'tiny network'}):")
-    print(f"{'main thread':12} {'switch ms':>9} {'p50 ms':>8} {'p90 ms':>8} {'p50 / idle':>10}")
+    print(f"{'graphs':6} {'main thread':12} {'switch ms':>9} {'p50 ms':>8} {'p90 ms':>8} {'p50 / idle':>10}")
     for r in rows:
-        r["p50_over_idle"] = round(r["pass_ms_p50"] / base, 2)
-        print(f"{r['main_thread']:12} {r['switch_interval_ms']:9.2f} {r['pass_ms_p50']:8.2f} "
+        r["p50_over_idle"] = round(r["pass_ms_p50"] / idle[r["graphs"]], 2)
+        print(f"{'on' if r['graphs'] else 'off':6} {r['main_thread']:12} {r['switch_interval_ms']:9.2f} {r['pass_ms_p50']:8.2f} "
               f"{r['pass_ms_p90']:8.2f} {r['p50_over_idle']:10.2f}")
     a.out.write_text(json.dumps({**machine.describe(), "streams": a.streams, "frames": a.frames,
                                  "device": a.device, "rows": rows}, indent=1) + "\n")

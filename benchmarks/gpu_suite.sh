@@ -14,6 +14,7 @@
 #   bash benchmarks/gpu_suite.sh convoy      vocoder pass beside a busy thread, by GIL switch interval
 #   bash benchmarks/gpu_suite.sh switch      default voice, http at C = 64,128: --switch-interval-ms 5 vs 0.1
 #   bash benchmarks/gpu_suite.sh driver      default voice, http at C = 64,128: --vocoder-driver thread vs loop
+#   bash benchmarks/gpu_suite.sh graphs      default voice, http at C = 64,128,256: vocoder CUDA graphs on vs off
 set -u
 n=0
 export PYTHONPATH=$PWD:$HOME/site VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1
@@ -101,7 +102,14 @@ driver)
       --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/driver_${v}_h200_$((++n)).json"
   done
   ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver" >&2; exit 2 ;;
+graphs)
+  for v in vocoder-cuda-graphs no-vocoder-cuda-graphs vocoder-cuda-graphs no-vocoder-cuda-graphs; do
+    run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
+      --server-args "$ARGS --$v" --sweep "${SWEEP:-64,128,256}" --transport http \
+      --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/graphs_${v%%-*}_h200_$((++n)).json"
+  done
+  ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.log 2>/dev/null
 ls -la "$OUT"

@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
           "itself (no GIL hand-off per op; for CUDA)", choices=VOCODER_DRIVERS)
     _flag(engine, EngineConfig, "vocoder_device", "where the vocoder runs (auto: CUDA if visible, else CPU)",
           choices=VOCODER_DEVICES)
+    _flag(engine, EngineConfig, "vocoder_cuda_graphs", "vocoder passes as CUDA-graph replays (CUDA only)",
+          action=argparse.BooleanOptionalAction)
 
     parser = argparse.ArgumentParser(prog="uttera", description="Streaming text-to-speech on vLLM.")
     commands = parser.add_subparsers(dest="command", required=True)

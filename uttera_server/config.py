@@ -62,6 +62,9 @@ class EngineConfig:
         there yet.
     vocoder_device: where the streaming vocoder runs; "auto" is the first CUDA device when the server
         process sees one (on its own CUDA stream), else the CPU (a worker thread).
+    vocoder_cuda_graphs: with the vocoder on CUDA, run each pass as one CUDA-graph replay (batches
+        padded to buckets, all captured when the server starts): a pass is one GIL hand-off instead of
+        ~330, so a busy event loop cannot stretch it (vocoder/streaming.py). Ignored on CPU.
     """
 
     max_num_seqs: int = 32
@@ -80,6 +83,7 @@ class EngineConfig:
     scheduling: str = "deadline"
     vocoder_device: str = "auto"
     vocoder_driver: str = "thread"
+    vocoder_cuda_graphs: bool = True
     switch_interval_ms: float | None = None
 
     def __post_init__(self) -> None:

@@ -125,8 +125,17 @@ class Synthesizer:
             sys.setswitchinterval(c.switch_interval_ms / 1000.0)  # see EngineConfig.switch_interval_ms
         vocoder = Vocoder.from_dir(self.model.path / "vocoder")
         vocoder.config.check_matches(json.loads((self.model.path / "config.json").read_text()))
+        on_cuda = self.vocoder_device != "cpu"
+        # On CUDA: a state slot per engine sequence from the start (growing the pool reallocates it,
+        # which makes every captured graph stale), and the graphs captured before the first request.
         streaming = StreamingVocoder(vocoder, chunk_frames=c.vocoder_chunk_frames,
-                                     first_chunk_frames=c.first_chunk_frames, device=self.vocoder_device)
+                                     first_chunk_frames=c.first_chunk_frames, device=self.vocoder_device,
+                                     initial_capacity=c.max_num_seqs + 1 if on_cuda else 8,
+                                     cuda_graphs=on_cuda and c.vocoder_cuda_graphs)
+        if streaming.cuda_graphs:
+            t0 = time.monotonic()
+            graphs = await asyncio.to_thread(streaming.capture_graphs, c.max_num_seqs)
+            log.info("vocoder: %d CUDA graphs captured in %.1f s", graphs, time.monotonic() - t0)
         # On CPU a big vocoder batch takes tens of ms: cap the non-urgent work of a pass (see VocoderWorker).
         self._worker = VocoderWorker(streaming, deadline_first=c.scheduling == "deadline",
                                      max_relaxed_frames=2 * c.vocoder_chunk_frames if self.vocoder_device == "cpu" else None,
@@ -137,8 +146,9 @@ class Synthesizer:
         # caches (the first request after start took ~0.9 s to its first byte, later ones ~70 ms).
         async for _ in self.stream("Warm up."):
             pass
-        log.info("engine ready: model %s (%s), vocoder on %s, %s scheduling, GIL switch interval %.2f ms",
-                 self.model.path, self.model_id, self.vocoder_device, c.scheduling, 1000 * sys.getswitchinterval())
+        log.info("engine ready: model %s (%s), vocoder on %s%s, %s scheduling, GIL switch interval %.2f ms",
+                 self.model.path, self.model_id, self.vocoder_device,
+                 " (CUDA graphs)" if streaming.cuda_graphs else "", c.scheduling, 1000 * sys.getswitchinterval())
 
     async def close(self) -> None:
         if self._worker is not None:

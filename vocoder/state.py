@@ -26,6 +26,7 @@ class StatePool:
         self.caches: list[Tensor] = []
         self.tail = torch.empty(0)
         self._free: list[int] = []
+        self.generation = 0  # bumped whenever the tensors are reallocated (captured graphs go stale)
         self._grow(max(1, capacity))
 
     @property
@@ -50,6 +51,7 @@ class StatePool:
         # Pop from the end: lowest free slot first.
         self._free = sorted(set(self._free) | set(range(self._capacity, capacity)), reverse=True)
         self._capacity = capacity
+        self.generation += 1
 
     def acquire(self) -> int:
         """Take a free slot (growing if needed) with zeroed state; returns its index."""

@@ -37,6 +37,14 @@ Threads and devices:
     default the caller's current stream when an input lives on the GPU), copies the PCM to pinned
     host memory and records an event. The LM's stream never waits for the vocoder; the host only
     waits in `StepResult.wait()`.
+  * CUDA graphs (`cuda_graphs=True`, CUDA only): a pass is ~330 PyTorch calls, each of which lets go
+    of the GIL and must win it back; in a serving process whose event loop is busy in Python each
+    hand-off can wait up to the switch interval, so a 5 ms pass took 40-70 ms of wall time on the
+    H200 (benchmarks/RESULTS.md, "The GIL convoy"). With graphs a pass is one replay: the batch is
+    padded to a bucket (streams to a power of two, frames to a multiple of `GRAPH_FRAME_STEP` up to
+    `graph_max_frames`), padding rows run on a scratch state slot with zero frames, and each bucket
+    is captured once (on first use, or up front with `capture_graphs`). Passes outside the buckets
+    run eagerly. Host input frames are assembled with numpy, so a pass makes a handful of calls.
 """
 
 from __future__ import annotations
@@ -57,13 +65,15 @@ from vocoder.step_result import StepResult
 
 StreamId = Hashable
 Frames = np.ndarray | Tensor
+GRAPH_FRAME_STEP = 8
+"""CUDA-graph buckets: frames per row are padded up to a multiple of this."""
 """`(k, n_mels)` natural-log mel frames, frame-major as the acoustic model's mel head emits them."""
 
 
 @dataclass(slots=True)
 class _Stream:
     slot: int
-    pending: list[Tensor] = field(default_factory=list)
+    pending: list[np.ndarray | Tensor] = field(default_factory=list)  # host frames as numpy
     pending_frames: int = 0
     received: int = 0   # mel frames pushed so far
     consumed: int = 0   # frames fed to the network, finishing zero frames included
@@ -75,7 +85,8 @@ class StreamingVocoder:
     (default: where its weights are) in place and puts it in eval mode."""
 
     def __init__(self, vocoder: Vocoder, *, chunk_frames: int = 16, first_chunk_frames: int = 4,
-                 device: str | torch.device | None = None, initial_capacity: int = 8):
+                 device: str | torch.device | None = None, initial_capacity: int = 8,
+                 cuda_graphs: bool = False, graph_max_frames: int = 64, static_buckets: bool = False):
         if chunk_frames < 1 or first_chunk_frames < 1:
             raise VocoderConfigError(f"chunk_frames ({chunk_frames}) and first_chunk_frames "
                                      f"({first_chunk_frames}) must be >= 1")
@@ -98,6 +109,39 @@ class StreamingVocoder:
                                    device=self.device, dtype=self._dtype, capacity=initial_capacity)
         self._streams: dict[StreamId, _Stream] = {}
         self._lock = threading.Lock()
+        if cuda_graphs and self._stream is None:
+            raise VocoderConfigError("cuda_graphs needs the vocoder on a CUDA device")
+        # static_buckets: pad every pass to its graph bucket and run it on static buffers, without
+        # capturing (how the graph path's padding is tested on CPU).
+        if graph_max_frames < GRAPH_FRAME_STEP or graph_max_frames % GRAPH_FRAME_STEP:
+            raise VocoderConfigError(f"graph_max_frames must be a positive multiple of {GRAPH_FRAME_STEP}, "
+                                     f"got {graph_max_frames}")
+        self.graph_max_frames = graph_max_frames
+        self._static: _StaticPasses | None = None
+        if cuda_graphs or static_buckets:
+            with self._on_stream():
+                self._static = _StaticPasses(self, capture=cuda_graphs)
+        self.graph_passes = 0   # passes run as a bucket's graph (or static pass)
+        self.eager_passes = 0   # passes run op by op
+
+    @property
+    def cuda_graphs(self) -> bool:
+        return self._static is not None and self._static.capture
+
+    def capture_graphs(self, max_streams: int) -> int:
+        """Capture every bucket up to `max_streams` streams now (instead of on first use); returns how
+        many graphs exist. No-op without CUDA graphs."""
+        if self._static is None:
+            return 0
+        with self._lock, self._on_stream(), torch.inference_mode():
+            b = 1
+            while True:
+                for n in range(GRAPH_FRAME_STEP, self.graph_max_frames + 1, GRAPH_FRAME_STEP):
+                    self._static.get(b, n)
+                if b >= max_streams:
+                    break
+                b *= 2
+            return len(self._static.passes)
 
     # --- stream lifecycle ---
     @property
@@ -227,18 +271,30 @@ class StreamingVocoder:
     def _need(self, st: _Stream) -> int:
         return min(self.chunk_frames, max(self.first_chunk_frames, st.consumed))
 
-    def _as_frames(self, stream_id: StreamId, frames: Frames) -> Tensor:
-        """Validated `(k, n_mels)` tensor. Host frames are copied (callers may reuse buffers); GPU
-        frames are kept by reference, so the producer must not overwrite them after passing them."""
-        t = frames if isinstance(frames, Tensor) else torch.from_numpy(np.array(frames))
-        if t.dim() != 2 or t.shape[1] != self.config.n_mels or not t.is_floating_point():
+    def _as_frames(self, stream_id: StreamId, frames: Frames) -> np.ndarray | Tensor:
+        """Validated `(k, n_mels)` frames: host frames as a float32 numpy copy (callers may reuse
+        buffers; numpy keeps the GIL, see the module docstring), GPU frames as the tensor itself, kept
+        by reference, so the producer must not overwrite them after passing them."""
+        if isinstance(frames, Tensor) and frames.is_cuda:
+            if self.device.type != "cuda":
+                raise FrameShapeError(f"stream {stream_id!r}: frames on {frames.device}, vocoder on "
+                                      f"{self.device}")
+            shape, floating, t = tuple(frames.shape), frames.is_floating_point(), frames.detach()
+        else:
+            if isinstance(frames, Tensor):
+                if frames.device.type != "cpu":
+                    raise FrameShapeError(f"stream {stream_id!r}: frames on {frames.device}, vocoder on "
+                                          f"{self.device}")
+                frames = frames.detach().float().numpy() if frames.is_floating_point() else frames.numpy()
+            a = np.asarray(frames)
+            shape, floating = a.shape, np.issubdtype(a.dtype, np.floating)
+            t = np.array(a, dtype=np.float32) if floating else a
+        if len(shape) != 2 or shape[1] != self.config.n_mels or not floating:
+            dtype = t.dtype if isinstance(t, Tensor) else np.asarray(frames).dtype
             raise FrameShapeError(
                 f"stream {stream_id!r}: frames must be floating point of shape (k, "
-                f"{self.config.n_mels}), got {tuple(t.shape)} {t.dtype}")
-        if t.device.type not in ("cpu", self.device.type):
-            raise FrameShapeError(f"stream {stream_id!r}: frames on {t.device}, vocoder on "
-                                  f"{self.device}")
-        return t.detach() if t.is_cuda else t.detach().clone()
+                f"{self.config.n_mels}), got {tuple(shape)} {dtype}")
+        return t
 
     def _to_device(self, t: Tensor) -> Tensor:
         if self._stream is not None and t.device.type == "cpu":
@@ -254,12 +310,12 @@ class StreamingVocoder:
         for sid, st in zip(ready, rows):
             parts = list(st.pending)
             if sid in done and lookahead:  # realign the lookahead conv: zeros = offline padding
-                parts.append(torch.zeros(lookahead, c.n_mels))
+                parts.append(np.zeros((lookahead, c.n_mels), np.float32))
             seqs.append(parts)
             lengths.append(st.pending_frames + (lookahead if sid in done else 0))
             skips.append(max(0, lookahead - st.consumed))
-        inputs = [t for parts in seqs for t in parts]
-        on_gpu = [t for t in inputs if t.is_cuda]
+        on_gpu = [t for parts in seqs for t in parts if isinstance(t, Tensor)]
+        n = max(1, max(lengths))
         with self._on_stream(), torch.inference_mode():
             if self._stream is not None:
                 if isinstance(after, torch.cuda.Event):
@@ -270,16 +326,15 @@ class StreamingVocoder:
                     self._stream.wait_stream(torch.cuda.current_stream(self.device))
                 for t in on_gpu:  # keep the producer's allocator from reusing them too early
                     t.record_stream(self._stream)
-            mel = self._batch_mel(seqs, max(1, max(lengths)))
-            meta = torch.tensor([[st.slot for st in rows], lengths, skips], dtype=torch.int64)
-            slots, lengths_t, skips_t = self._to_device(meta)
-            n = mel.shape[-1]
-            j = torch.arange(n, device=self.device).view(1, n)
-            valid = (j >= skips_t.view(-1, 1)) & (j < lengths_t.view(-1, 1))
-            caches, tail = self._pool.gather(slots)
-            frames, caches = self.vocoder.stream_frames(mel, caches, lengths_t, valid)
-            wave, tail = self.vocoder.head.overlap_add_step(frames, valid, tail, lengths_t)
-            self._pool.scatter(slots, caches, tail)
+            meta = np.array([[st.slot for st in rows], lengths, skips], dtype=np.int64)
+            static = self._static.get(len(rows), n) if self._static is not None else None
+            if static is not None:
+                wave = static.run(seqs, meta)
+                self.graph_passes += 1
+            else:
+                slots, lengths_t, skips_t = self._to_device(torch.from_numpy(meta))
+                wave = self._pass(self._batch_mel(seqs, n), slots, lengths_t, skips_t)
+                self.eager_passes += 1
             spans = {}
             for row, (sid, st, length) in enumerate(zip(ready, rows, lengths)):
                 # Local sample i of this chunk is output sample i + offset of the stream.
@@ -301,19 +356,104 @@ class StreamingVocoder:
                 wave = host
         return StepResult(ids, wave, spans, event)
 
-    def _batch_mel(self, seqs: list[list[Tensor]], n: int) -> Tensor:
-        """Right-padded `(B, n_mels, n)` batch in the model dtype on the vocoder's device."""
-        rows = []
-        for parts in seqs:
-            where = self.device if any(p.is_cuda for p in parts) else torch.device("cpu")
-            rows.append(torch.cat([p.to(where, self._dtype) for p in parts]) if parts
-                        else torch.zeros(0, self.config.n_mels, dtype=self._dtype))
-        if all(not r.is_cuda for r in rows):
-            batch = torch.zeros(len(rows), n, self.config.n_mels, dtype=self._dtype)
-            for b, r in enumerate(rows):
-                batch[b, : r.shape[0]] = r
-            return self._to_device(batch).transpose(1, 2)
-        batch = torch.zeros(len(rows), n, self.config.n_mels, dtype=self._dtype, device=self.device)
-        for b, r in enumerate(rows):
-            batch[b, : r.shape[0]] = self._to_device(r)
+    def _pass(self, mel: Tensor, slots: Tensor, lengths: Tensor, skips: Tensor) -> Tensor:
+        """The device work of one pass (what a CUDA graph captures): `mel (B, n_mels, N)` float32,
+        `slots`/`lengths`/`skips (B,)` int64 -> waveform `(B, N * hop + n_fft - hop)`; the streams'
+        state is read from and written back to their slots."""
+        n = mel.shape[-1]
+        j = torch.arange(n, device=mel.device).view(1, n)
+        valid = (j >= skips.view(-1, 1)) & (j < lengths.view(-1, 1))
+        caches, tail = self._pool.gather(slots)
+        frames, caches = self.vocoder.stream_frames(mel, caches, lengths, valid)
+        wave, tail = self.vocoder.head.overlap_add_step(frames, valid, tail, lengths)
+        self._pool.scatter(slots, caches, tail)
+        return wave
+
+    def _fill_mel(self, out: np.ndarray, seqs: list[list[np.ndarray]]) -> None:
+        """Host frames into `out (B', N', n_mels)` (rows and frames past the batch stay as they are)."""
+        for b, parts in enumerate(seqs):
+            at = 0
+            for p in parts:
+                out[b, at: at + p.shape[0]] = p
+                at += p.shape[0]
+
+    def _batch_mel(self, seqs: list[list[np.ndarray | Tensor]], n: int) -> Tensor:
+        """Right-padded `(B, n_mels, n)` float32 batch on the vocoder's device."""
+        if not any(isinstance(p, Tensor) for parts in seqs for p in parts):
+            batch = np.zeros((len(seqs), n, self.config.n_mels), np.float32)
+            self._fill_mel(batch, seqs)
+            return self._to_device(torch.from_numpy(batch)).transpose(1, 2)
+        batch = torch.zeros(len(seqs), n, self.config.n_mels, dtype=torch.float32, device=self.device)
+        for b, parts in enumerate(seqs):
+            at = 0
+            for p in parts:
+                k = p.shape[0]
+                batch[b, at: at + k] = p.to(self.device, torch.float32) if isinstance(p, Tensor) \
+                    else self._to_device(torch.from_numpy(p))
+                at += k
         return batch.transpose(1, 2)
+
+
+class _StaticPass:
+    """One bucket: static input buffers of `b` rows x `n` frames and, on CUDA, the captured graph
+    of `StreamingVocoder._pass` over them (on CPU, for tests, the same pass run on the buffers)."""
+
+    def __init__(self, sv: StreamingVocoder, b: int, n: int, *, capture: bool, pool, scratch: int):
+        c = sv.config
+        self.sv, self.b, self.n, self.scratch = sv, b, n, scratch
+        self.generation = sv._pool.generation
+        self.mel = torch.zeros(b, c.n_mels, n, dtype=torch.float32, device=sv.device)
+        self.meta = torch.zeros(3, b, dtype=torch.int64, device=sv.device)
+        self.meta[0].fill_(scratch)
+        self.graph = None
+        if capture:
+            for _ in range(2):  # warm up (cuBLAS/cuFFT plans) on the scratch slot: lengths 0
+                sv._pass(self.mel, *self.meta)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph, pool=pool, stream=sv._stream, capture_error_mode="thread_local"):
+                self.wave = sv._pass(self.mel, *self.meta)
+
+    def run(self, seqs: list[list[np.ndarray | Tensor]], meta: np.ndarray) -> Tensor:
+        """Load this pass's frames and `meta` ([slots, lengths, skips] x rows) into the buffers, run."""
+        sv, rows = self.sv, len(seqs)
+        host_meta = np.zeros((3, self.b), np.int64)
+        host_meta[0] = self.scratch  # padding rows: scratch slot, no frames
+        host_meta[:, :rows] = meta
+        if any(isinstance(p, Tensor) for parts in seqs for p in parts):
+            self.mel.zero_()
+            n = max(1, int(meta[1].max()))
+            self.mel[:rows, :, :n].copy_(sv._batch_mel(seqs, n))
+        else:
+            host = torch.zeros(self.b, self.n, sv.config.n_mels, dtype=torch.float32,
+                               pin_memory=self.graph is not None)
+            sv._fill_mel(host.numpy(), seqs)
+            self.mel.copy_(host.transpose(1, 2), non_blocking=True)
+        self.meta.copy_(sv._to_device(torch.from_numpy(host_meta)), non_blocking=True)
+        if self.graph is None:
+            return sv._pass(self.mel, *self.meta)[:rows]
+        self.graph.replay()
+        return self.wave[:rows]
+
+
+class _StaticPasses:
+    """The buckets of a `StreamingVocoder`, captured on first use; recaptured after the state pool
+    grew (its tensors moved). Owns the scratch slot that padding rows run on."""
+
+    def __init__(self, sv: StreamingVocoder, *, capture: bool):
+        self.sv, self.capture = sv, capture
+        self.scratch = sv._pool.acquire()
+        self.pool = torch.cuda.graph_pool_handle() if capture else None
+        self.passes: dict[tuple[int, int], _StaticPass] = {}
+
+    def get(self, rows: int, frames: int) -> _StaticPass | None:
+        if frames > self.sv.graph_max_frames:
+            return None
+        b = 1 << max(0, rows - 1).bit_length()
+        n = -(-frames // GRAPH_FRAME_STEP) * GRAPH_FRAME_STEP
+        static = self.passes.get((b, n))
+        if static is None or static.generation != self.sv._pool.generation:
+            if static is not None:  # the pool grew: every graph points at its old tensors
+                self.passes.clear()
+            static = _StaticPass(self.sv, b, n, capture=self.capture, pool=self.pool, scratch=self.scratch)
+            self.passes[(b, n)] = static
+        return static

@@ -218,3 +218,47 @@ def test_eager_streams_skip_the_chunk_schedule_after_their_first_chunk(tiny_voco
     out.append(sv.step({"s": mel[12:]})["s"])
     out.append(sv.finish("s"))
     assert snr_db(offline(tiny_vocoder, mel), np.concatenate(out)) > 80
+
+
+@pytest.mark.parametrize("lookahead", [0, 2])
+@pytest.mark.parametrize("chunk, first", [(4, 4), (16, 4), (32, 8)])
+def test_graph_buckets_equal_offline(lookahead, chunk, first, rng):
+    """The CUDA-graph path's padding, run on CPU: every pass padded to its bucket (streams to a power
+    of two on the scratch slot, frames to a multiple of 8) and run on static buffers; passes past the
+    largest bucket run eagerly. Ragged streams, state pool growing mid-run (buckets rebuilt)."""
+    model = Vocoder.random(tiny_config(lookahead=lookahead), seed=lookahead)
+    mels = {f"s{i}": random_mel(rng, n) for i, n in enumerate([1, 2, 5, 23, 64, 97, 150])}
+    with StreamingVocoder(model, chunk_frames=chunk, first_chunk_frames=first, initial_capacity=2,
+                          static_buckets=True, graph_max_frames=8) as sv:
+        got = drive(sv, mels, rng, max_push=12)
+        assert sv.graph_passes > 0 and sv.eager_passes > 0  # both paths ran
+        assert not sv.cuda_graphs
+        buckets = set(sv._static.passes)
+    assert all(b & (b - 1) == 0 and n == 8 for b, n in buckets), buckets
+    for sid, mel in mels.items():
+        ref = offline(model, mel)
+        assert got[sid].shape == ref.shape == (len(mel) * 256,), sid
+        assert snr_db(ref, got[sid]) > MIN_SNR_DB, sid
+
+
+def test_graph_options_are_checked(tiny_vocoder):
+    with pytest.raises(VocoderConfigError, match="CUDA"):
+        StreamingVocoder(tiny_vocoder, cuda_graphs=True, device="cpu")
+    with pytest.raises(VocoderConfigError, match="multiple of 8"):
+        StreamingVocoder(tiny_vocoder, static_buckets=True, graph_max_frames=12)
+    sv = StreamingVocoder(tiny_vocoder)
+    assert sv.capture_graphs(64) == 0 and not sv.cuda_graphs
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graphs_match_cpu_offline(rng, no_tf32):
+    model = Vocoder.random(tiny_config(lookahead=2), seed=0)
+    mels = {i: random_mel(rng, n) for i, n in enumerate([3, 40, 77, 130])}
+    refs = {sid: offline(model, mel) for sid, mel in mels.items()}
+    with StreamingVocoder(model, chunk_frames=16, first_chunk_frames=4, device="cuda", cuda_graphs=True) as sv:
+        assert sv.capture_graphs(4) == 3 * 8  # 1, 2, 4 streams x 8..64 frames
+        got = drive(sv, mels, rng)
+        assert sv.graph_passes > 0 and sv.cuda_graphs
+    for sid, ref in refs.items():
+        assert got[sid].shape == ref.shape
+        assert snr_db(ref, got[sid]) > MIN_SNR_DB
