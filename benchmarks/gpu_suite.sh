@@ -85,7 +85,7 @@ baselines)
     --out "$OUT/baselines_default_h200.json"
   ;;
 convoy)
-  run $PY benchmarks/gil_convoy.py --device "$DEVICE" --model voices/default --streams 64 \
+  run $PY benchmarks/gil_convoy.py --device "$DEVICE" --model voices/default --streams 64 --passes 10 \
     --out "$OUT/gil_convoy_h200.json"
   ;;
 switch)
@@ -103,7 +103,7 @@ driver)
   done
   ;;
 graphs)
-  for v in vocoder-cuda-graphs no-vocoder-cuda-graphs vocoder-cuda-graphs no-vocoder-cuda-graphs; do
+  for v in ${ORDER:-vocoder-cuda-graphs no-vocoder-cuda-graphs vocoder-cuda-graphs no-vocoder-cuda-graphs}; do
     run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
       --server-args "$ARGS --$v" --sweep "${SWEEP:-64,128,256}" --transport http \
       --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/graphs_${v%%-*}_h200_$((++n)).json"
@@ -111,5 +111,5 @@ graphs)
   ;;
 *) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs" >&2; exit 2 ;;
 esac
-gzip -f "$OUT"/*.log 2>/dev/null
+gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open
 ls -la "$OUT"

@@ -222,7 +222,7 @@ def fmt(v, spec=".1f") -> str:
 def print_table(rows: list[dict]) -> None:
     head = (f"{'tr':<4} {'lvl':>5} {'req':>4} {'err':>3} {'TTFA50':>7} {'TTFA95':>7} {'TTFA99':>7} {'floor':>6} "
             f"{'50/fl':>5} {'99/fl':>6} {'gap99':>6} {'undr':>5} {'u-req':>5} {'pre99':>6} {'RTF50':>6} {'aud/s':>6} "
-            f"{'run':>5} {'wait':>5}")
+            f"{'run':>5} {'wait':>5} {'loop%':>5} {'lp/aud':>6}")
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -231,11 +231,13 @@ def print_table(rows: list[dict]) -> None:
               f"{fmt(r.get('floor_ms')):>6} {fmt(r.get('ttfa_p50_over_floor'), '.2f'):>5} "
               f"{fmt(r.get('ttfa_p99_over_floor'), '.2f'):>6} {fmt(r['gap_ms_p99']):>6} {r['underruns']:>5} "
               f"{r['underrun_requests']:>5} {fmt(r['prebuffer_ms_p99']):>6} {fmt(r['rtf_p50'], '.3f'):>6} {fmt(r['audio_s_per_s'], '.2f'):>6} "
-              f"{fmt(r.get('running_requests_mean'), '.1f'):>5} {fmt(r.get('waiting_requests_mean'), '.1f'):>5}")
+              f"{fmt(r.get('running_requests_mean'), '.1f'):>5} {fmt(r.get('waiting_requests_mean'), '.1f'):>5} "
+              f"{fmt(r.get('loop_cpu_pct'), '.0f'):>5} {fmt(r.get('loop_cpu_ms_per_audio_s'), '.1f'):>6}")
     print("TTFA/gap in ms; floor = prefill + first-chunk decode steps + one vocoder chunk (floor.py); "
           "undr = underruns, u-req = requests with any; pre99 = p99 of the client prebuffer (ms after the first "
           "chunk) that would have avoided every underrun; aud/s = audio seconds per second; "
-          "run/wait = engine requests running/waiting (mean of /metrics samples)")
+          "run/wait = engine requests running/waiting (mean of /metrics samples); loop% = the server's event-loop "
+          "thread CPU (100 = one core), lp/aud = its CPU ms per second of audio sent")
 
 
 def measure_floor(a, out: Path) -> dict:

@@ -115,6 +115,14 @@ def engine_summary(before: dict, after: dict, samples: list[dict], wall_s: float
     else:
         out["step_ms_mean"] = None
         out["step_note"] = f"/metrics has no {STEP_COUNTER}: engine step time not available from the server"
+    # Host cost in the serving process per second of audio it sent: the event loop alone, and all its
+    # threads (the vocoder's included); and how busy the loop was (100 = one core, its ceiling).
+    audio = after.get("uttera_audio_seconds_total", 0.0) - before.get("uttera_audio_seconds_total", 0.0)
+    for key, name in (("loop", "uttera_event_loop_cpu_seconds_total"), ("server", "uttera_server_cpu_seconds_total")):
+        if name in before and name in after:
+            cpu = after[name] - before[name]
+            out[f"{key}_cpu_pct"] = round(100 * cpu / wall_s, 1) if wall_s > 0 else None
+            out[f"{key}_cpu_ms_per_audio_s"] = round(1000 * cpu / audio, 3) if audio > 0 else None
     for key, name in (("server_underruns", "uttera_stream_underruns_total"),
                       ("server_audio_s", "uttera_audio_seconds_total")):
         if name in before and name in after:

@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
           "itself (no GIL hand-off per op; for CUDA)", choices=VOCODER_DRIVERS)
     _flag(engine, EngineConfig, "vocoder_device", "where the vocoder runs (auto: CUDA if visible, else CPU)",
           choices=VOCODER_DEVICES)
+    _flag(engine, EngineConfig, "stream_interval", "engine steps per output to the server after a request's "
+          "first (less host work per step, later frames up to k - 1 steps later)", type=int)
     _flag(engine, EngineConfig, "vocoder_cuda_graphs", "vocoder passes as CUDA-graph replays (CUDA only)",
           action=argparse.BooleanOptionalAction)
 

@@ -62,6 +62,11 @@ class EngineConfig:
         there yet.
     vocoder_device: where the streaming vocoder runs; "auto" is the first CUDA device when the server
         process sees one (on its own CUDA stream), else the CPU (a worker thread).
+    stream_interval: engine steps per output the serving process receives for a request, after its
+        first (vLLM's per-request `stream_interval`): each output carries every mel frame since the
+        last one. 2 halves vLLM's output handling and our per-step routing in the serving process,
+        whose event loop is the limit under load on a GPU; the first vocoder chunk (two steps of
+        frames) leaves at the same step, later frames reach the vocoder up to k - 1 steps later.
     vocoder_cuda_graphs: with the vocoder on CUDA, run each pass as one CUDA-graph replay (batches
         padded to buckets, all captured when the server starts): a pass is one GIL hand-off instead of
         ~330, so a busy event loop cannot stretch it (vocoder/streaming.py). Ignored on CPU.
@@ -84,6 +89,7 @@ class EngineConfig:
     vocoder_device: str = "auto"
     vocoder_driver: str = "thread"
     vocoder_cuda_graphs: bool = True
+    stream_interval: int = 1
     switch_interval_ms: float | None = None
 
     def __post_init__(self) -> None:
@@ -111,6 +117,7 @@ class EngineConfig:
             raise ConfigError(f"seed (--seed) must be >= 0, got {self.seed}")
         _positive("vocoder_chunk_frames (--vocoder-chunk-frames)", self.vocoder_chunk_frames)
         _positive("first_chunk_frames (--first-chunk-frames)", self.first_chunk_frames)
+        _positive("stream_interval (--stream-interval)", self.stream_interval)
         if self.scheduling not in SCHEDULING:
             raise ConfigError(f"scheduling (--scheduling) must be one of {', '.join(SCHEDULING)}, "
                               f"got {self.scheduling!r}")

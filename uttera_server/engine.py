@@ -51,6 +51,7 @@ class EngineStats:
     finished: Counter = field(default_factory=Counter)
     preemptions: int = 0  # requests the scheduler preempted (to recompute later), cumulative
     prefix_cache_hits: int = 0  # prompt tokens served from cached KV blocks, cumulative
+    outputs: int = 0  # request outputs received from the engine (one per `stream_interval` steps)
 
 
 def _stat_logger_factory(stats: EngineStats):
@@ -164,11 +165,12 @@ class MelEngine:
             self._llm = None
 
     async def generate(self, phoneme_ids: list[int], request_id: str | None = None,
-                       deadline: float | None = None) -> AsyncIterator[MelStep]:
+                       deadline: float | None = None, stream_interval: int | None = None) -> AsyncIterator[MelStep]:
         """Yield the mel chunks of one utterance (one sentence prompt) as the engine produces them.
 
         `deadline` (time.monotonic()) is when the client runs out of audio without this request: now for
-        a request's first sentence; it orders waiting requests under `scheduling="deadline"`."""
+        a request's first sentence; it orders waiting requests under `scheduling="deadline"`.
+        `stream_interval`: this request's, instead of `EngineConfig.stream_interval`."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
@@ -182,6 +184,7 @@ class MelEngine:
             stop_token_ids=[m.stop_token_id],
             detokenize=False,
             output_kind=RequestOutputKind.DELTA,
+            stream_interval=stream_interval or self.config.stream_interval,  # see EngineConfig.stream_interval
         )
         request_id = request_id or uuid.uuid4().hex
         history: list[int] = []  # generated tokens so far
@@ -195,6 +198,7 @@ class MelEngine:
                 priority = self.priority(time.monotonic() if deadline is None else deadline)
             async with aclosing(self._llm.generate(prompt, params, request_id, priority=priority)) as outputs:
                 async for out in outputs:
+                    self.stats.outputs += 1
                     completion = out.outputs[0]
                     chunks = completion.mel_chunks
                     history.extend(completion.token_ids)

@@ -4,6 +4,9 @@ Engine queue gauges are read from `synth.engine_stats()` at scrape time, not pus
 """
 
 import logging
+import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 from enum import StrEnum
 
@@ -69,6 +72,36 @@ class _EngineQueueCollector(Collector):
         )
 
 
+def _thread_cpu_s(native_id: int) -> float | None:
+    """CPU time (user + system) of one thread of this process, from /proc (Linux); None elsewhere."""
+    try:
+        with open(f"/proc/self/task/{native_id}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class _ServerCpuCollector(Collector):
+    """CPU seconds of the serving process and of its main thread (the event loop: HTTP and WebSocket
+    streams, vLLM's output handler, per-step mel routing). A loop near one CPU-second per second is the
+    limit of this process, whatever the GPU could do (benchmarks/RESULTS.md, H200)."""
+
+    def __init__(self):
+        self._main = threading.main_thread().native_id
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily("uttera_server_cpu_seconds", "CPU time of the serving process (not the "
+                                  "engine core)", value=time.process_time())
+        loop = _thread_cpu_s(self._main)
+        if loop is not None:
+            yield CounterMetricFamily("uttera_event_loop_cpu_seconds", "CPU time of the serving process's "
+                                      "main thread, which runs the event loop", value=loop)
+
+
 class ServerMetrics:
     def __init__(self, engine_stats: Callable[[], object], active_streams: Callable[[], int]):
         """`engine_stats()` returns an object with `num_waiting`, `num_running`; `active_streams()` counts
@@ -102,6 +135,7 @@ class ServerMetrics:
         )  # fmt: skip
         self.ws_connections = Gauge("uttera_ws_connections", "Open WebSocket connections", registry=r)
         r.register(_EngineQueueCollector(engine_stats))
+        r.register(_ServerCpuCollector())
         for transport in Transport:  # export every series from the start, at zero
             self.time_to_first_audio.labels(transport)
             for outcome in Outcome:

@@ -49,6 +49,7 @@ Threads and devices:
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Container, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
@@ -410,8 +411,16 @@ class _StaticPass:
             for _ in range(2):  # warm up (cuBLAS/cuFFT plans) on the scratch slot: lengths 0
                 sv._pass(self.mel, *self.meta)
             self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph, pool=pool, stream=sv._stream, capture_error_mode="thread_local"):
-                self.wave = sv._pass(self.mel, *self.meta)
+            # No cyclic GC during the capture: freeing a stale graph (or any CUDA object) then would
+            # invalidate it ("operation not permitted when stream is capturing").
+            enabled = gc.isenabled()
+            gc.disable()
+            try:
+                with torch.cuda.graph(self.graph, pool=pool, stream=sv._stream, capture_error_mode="thread_local"):
+                    self.wave = sv._pass(self.mel, *self.meta)
+            finally:
+                if enabled:
+                    gc.enable()
 
     def run(self, seqs: list[list[np.ndarray | Tensor]], meta: np.ndarray) -> Tensor:
         """Load this pass's frames and `meta` ([slots, lengths, skips] x rows) into the buffers, run."""

@@ -44,6 +44,21 @@ async def test_concurrent_requests_with_lagging_consumers(mel_engine, reference)
         check_against_reference(reference, mel_engine.model, ids, steps)
 
 
+async def test_stream_interval_batches_steps_into_fewer_outputs(mel_engine, reference):
+    """With stream_interval k every output after the first carries k steps: the same chunks, in order,
+    checked value by value, from about 1/k as many outputs (the serving process's host work)."""
+    ids = prompt(40, seed=5)
+    for k in (1, 3):
+        before = mel_engine.stats.outputs
+        steps = [s async for s in mel_engine.generate(ids, stream_interval=k)]
+        outputs = mel_engine.stats.outputs - before
+        check_against_reference(reference, mel_engine.model, ids, steps)
+        tokens = len(steps) + 1  # the first token arrives with no chunk
+        assert outputs <= 2 + (tokens - 1 + k - 1) // k, (k, outputs, tokens)
+        if k > 1:
+            assert outputs < tokens // 2, (k, outputs, tokens)
+
+
 async def test_long_request_does_not_block_short_ones(mel_engine):
     finished: dict[str, float] = {}
 
