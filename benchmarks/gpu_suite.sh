@@ -15,6 +15,9 @@
 #   bash benchmarks/gpu_suite.sh switch      default voice, http at C = 64,128: --switch-interval-ms 5 vs 0.1
 #   bash benchmarks/gpu_suite.sh driver      default voice, http at C = 64,128: --vocoder-driver thread vs loop
 #   bash benchmarks/gpu_suite.sh graphs      default voice, http at C = 64,128,256: vocoder CUDA graphs on vs off
+#                                            (ORDER="a b" for fewer runs; each server start ~45 s, each level ~8 s)
+#   bash benchmarks/gpu_suite.sh interval    default voice, http at C = 64,128,256: --stream-interval 1 vs 2
+# A closed-loop level past saturation runs until its requests drain: 512 streams took 77 s on 2026-12-02.
 set -u
 n=0
 export PYTHONPATH=$PWD:$HOME/site VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1
@@ -109,7 +112,14 @@ graphs)
       --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/graphs_${v%%-*}_h200_$((++n)).json"
   done
   ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs" >&2; exit 2 ;;
+interval)
+  for v in 1 2 1 2; do
+    run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
+      --server-args "$ARGS --stream-interval $v" --sweep "${SWEEP:-64,128,256}" --transport http \
+      --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/interval_${v}_h200_$((++n)).json"
+  done
+  ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open
 ls -la "$OUT"

@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
           choices=VOCODER_DEVICES)
     _flag(engine, EngineConfig, "stream_interval", "engine steps per output to the server after a request's "
           "first (less host work per step, later frames up to k - 1 steps later)", type=int)
-    _flag(engine, EngineConfig, "vocoder_cuda_graphs", "vocoder passes as CUDA-graph replays (CUDA only)",
+    _flag(engine, EngineConfig, "vocoder_cuda_graphs", "vocoder passes as CUDA-graph replays (CUDA only; see RESULTS.md)",
           action=argparse.BooleanOptionalAction)
 
     parser = argparse.ArgumentParser(prog="uttera", description="Streaming text-to-speech on vLLM.")

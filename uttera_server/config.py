@@ -69,7 +69,10 @@ class EngineConfig:
         frames) leaves at the same step, later frames reach the vocoder up to k - 1 steps later.
     vocoder_cuda_graphs: with the vocoder on CUDA, run each pass as one CUDA-graph replay (batches
         padded to buckets, all captured when the server starts): a pass is one GIL hand-off instead of
-        ~330, so a busy event loop cannot stretch it (vocoder/streaming.py). Ignored on CPU.
+        ~330 and costs 4-7x less (vocoder/streaming.py). Off by default: on the H200 it cut the floor
+        from 16.7 to 11.1 ms, but in the served A/B (one round per level) it gave no more audio-s/s and
+        more underruns at 64-256 streams, where the event loop, not the vocoder, is the limit
+        (benchmarks/RESULTS.md, "H200, second session"). Ignored on CPU.
     """
 
     max_num_seqs: int = 32
@@ -88,7 +91,7 @@ class EngineConfig:
     scheduling: str = "deadline"
     vocoder_device: str = "auto"
     vocoder_driver: str = "thread"
-    vocoder_cuda_graphs: bool = True
+    vocoder_cuda_graphs: bool = False
     stream_interval: int = 1
     switch_interval_ms: float | None = None
 

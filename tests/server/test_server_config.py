@@ -78,7 +78,7 @@ def test_flags_build_both_configs(tmp_path):
         "--block-size", "32", "--enable-prefix-caching", "--enforce-eager", "--seed", "3",
         "--vocoder-chunk-frames", "16", "--first-chunk-frames", "4", "--graceful-shutdown-timeout", "5",
         "--scheduling", "fcfs", "--vocoder-device", "cpu", "--prefill-chunk-tokens", "48",
-        "--switch-interval-ms", "0.5", "--vocoder-driver", "loop", "--no-vocoder-cuda-graphs",
+        "--switch-interval-ms", "0.5", "--vocoder-driver", "loop", "--vocoder-cuda-graphs",
         "--stream-interval", "2",
     ])  # fmt: skip
     assert build_config(args) == ServerConfig(
@@ -88,7 +88,7 @@ def test_flags_build_both_configs(tmp_path):
                             block_size=32, enable_prefix_caching=True, enforce_eager=True, seed=3,
                             vocoder_chunk_frames=16, first_chunk_frames=4, scheduling="fcfs",
                             vocoder_device="cpu", prefill_chunk_tokens=48, switch_interval_ms=0.5,
-                            vocoder_driver="loop", vocoder_cuda_graphs=False,
+                            vocoder_driver="loop", vocoder_cuda_graphs=True,
                             stream_interval=2),
     )  # fmt: skip
 
