@@ -85,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
           choices=VOCODER_DEVICES)
     _flag(engine, EngineConfig, "stream_interval", "engine steps per output to the server after a request's "
           "first (less host work per step, later frames up to k - 1 steps later)", type=int)
+    _flag(engine, EngineConfig, "max_lead_s", "hold a request's next sentence until its audio is at most this "
+          "many seconds ahead of playback (real-time clients)", unset="none: engine speed", type=float)
     _flag(engine, EngineConfig, "vocoder_cuda_graphs", "vocoder passes as CUDA-graph replays (CUDA only; see RESULTS.md)",
           action=argparse.BooleanOptionalAction)
 

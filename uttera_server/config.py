@@ -62,6 +62,13 @@ class EngineConfig:
         there yet.
     vocoder_device: where the streaming vocoder runs; "auto" is the first CUDA device when the server
         process sees one (on its own CUDA stream), else the CPU (a worker thread).
+    max_lead_s: pacing for clients that play as they receive: a request's next sentence goes to the
+        engine only once the audio already generated for it is at most this far ahead of playback
+        (time since its first audio). Without it (None) every sentence is generated at engine speed,
+        ~5x real time on the H200, so a stream takes ~5x the event loop's and the engine's work per
+        second that a real-time listener needs, at the expense of new requests' first audio. A
+        client that downloads a long text to a file gets it at about real time once it is this far
+        ahead. The first sentence of a request is never held back.
     stream_interval: engine steps per output the serving process receives for a request, after its
         first (vLLM's per-request `stream_interval`): each output carries every mel frame since the
         last one. 2 halves vLLM's output handling and our per-step routing in the serving process,
@@ -93,6 +100,7 @@ class EngineConfig:
     vocoder_driver: str = "thread"
     vocoder_cuda_graphs: bool = False
     stream_interval: int = 1
+    max_lead_s: float | None = None
     switch_interval_ms: float | None = None
 
     def __post_init__(self) -> None:
@@ -121,6 +129,8 @@ class EngineConfig:
         _positive("vocoder_chunk_frames (--vocoder-chunk-frames)", self.vocoder_chunk_frames)
         _positive("first_chunk_frames (--first-chunk-frames)", self.first_chunk_frames)
         _positive("stream_interval (--stream-interval)", self.stream_interval)
+        if self.max_lead_s is not None:
+            _positive("max_lead_s (--max-lead-s)", self.max_lead_s)
         if self.scheduling not in SCHEDULING:
             raise ConfigError(f"scheduling (--scheduling) must be one of {', '.join(SCHEDULING)}, "
                               f"got {self.scheduling!r}")

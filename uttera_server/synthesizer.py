@@ -111,6 +111,7 @@ class Synthesizer:
         self._engine = MelEngine(self.model, engine)
         self._worker = None
         self._ids = itertools.count()
+        self.paced_s = 0.0  # time sentences were held back by max_lead_s (EngineConfig), in total
 
     # --- lifecycle ---
     async def start(self) -> None:
@@ -256,7 +257,13 @@ class Synthesizer:
         sentence's queue, and word timings go straight to the same queue (so they precede their audio)."""
         worker, m = self._worker, self.model
         step_ms = 1000.0 * m.frames_per_step * m.hop_length / m.sample_rate / speed
+        max_lead = self.engine_config.max_lead_s
         for index, sentence in enumerate(sentences):
+            if index and max_lead is not None:  # pacing: see EngineConfig.max_lead_s
+                ahead = deadline.at() - time.monotonic()
+                if ahead > max_lead:
+                    self.paced_s += ahead - max_lead
+                    await asyncio.sleep(ahead - max_lead)
             sid = f"{request_id}-{index}-{next(self._ids)}"
             due = deadline.at()
             pcm_queue = worker.open(sid, deadline=due)

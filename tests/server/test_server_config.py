@@ -33,6 +33,7 @@ def test_defaults_are_valid(tmp_path):
     ("switch_interval_ms", 0.0, "--switch-interval-ms"),
     ("vocoder_driver", "process", "--vocoder-driver"),
     ("stream_interval", 0, "--stream-interval"),
+    ("max_lead_s", 0.0, "--max-lead-s"),
 ])  # fmt: skip
 def test_engine_config_names_the_flag(field, value, flag):
     with pytest.raises(ConfigError, match=flag):
@@ -79,7 +80,7 @@ def test_flags_build_both_configs(tmp_path):
         "--vocoder-chunk-frames", "16", "--first-chunk-frames", "4", "--graceful-shutdown-timeout", "5",
         "--scheduling", "fcfs", "--vocoder-device", "cpu", "--prefill-chunk-tokens", "48",
         "--switch-interval-ms", "0.5", "--vocoder-driver", "loop", "--vocoder-cuda-graphs",
-        "--stream-interval", "2",
+        "--stream-interval", "2", "--max-lead-s", "1.5",
     ])  # fmt: skip
     assert build_config(args) == ServerConfig(
         model_dir=tmp_path, host="0.0.0.0", port=9000, max_input_chars=100, graceful_shutdown_s=5.0,
@@ -89,7 +90,7 @@ def test_flags_build_both_configs(tmp_path):
                             vocoder_chunk_frames=16, first_chunk_frames=4, scheduling="fcfs",
                             vocoder_device="cpu", prefill_chunk_tokens=48, switch_interval_ms=0.5,
                             vocoder_driver="loop", vocoder_cuda_graphs=True,
-                            stream_interval=2),
+                            stream_interval=2, max_lead_s=1.5),
     )  # fmt: skip
 
 
