@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The performance suite on the H200 host (no registry; vLLM 0.32.0 arrives as wheel parts, see
-# benchmarks/RESULTS.md "H200"). Each subcommand fits one device call (<= 10 minutes) and leaves its
+# benchmarks/RESULTS.md "H200"; build them with uvloop, the server's default event loop:
+# ../shared/gpu/build_wheel_parts.sh .whl uvloop==0.23.0). Each subcommand fits one device call (<= 10 minutes) and leaves its
 # JSON, PNG and server logs in $OUT (at most 8 files come back per call).
 #
 #   bash benchmarks/gpu_suite.sh check       the CUDA vocoder alone, on the host's own torch (no vLLM needed)
@@ -17,6 +18,7 @@
 #   bash benchmarks/gpu_suite.sh graphs      default voice, http at C = 64,128,256: vocoder CUDA graphs on vs off
 #                                            (ORDER="a b" for fewer runs; each server start ~45 s, each level ~8 s)
 #   bash benchmarks/gpu_suite.sh interval    default voice, http at C = 64,128,256: --stream-interval 1 vs 2
+#   bash benchmarks/gpu_suite.sh pacing      default voice, http at C = 64,128,256: --max-lead-s 1 vs none
 # A closed-loop level past saturation runs until its requests drain: 512 streams took 77 s on 2026-12-02.
 set -u
 n=0
@@ -119,7 +121,15 @@ interval)
       --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/interval_${v}_h200_$((++n)).json"
   done
   ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval" >&2; exit 2 ;;
+pacing)
+  for v in 1 none 1 none; do
+    extra=""; [ "$v" = none ] || extra="--max-lead-s $v"
+    run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
+      --server-args "$ARGS $extra" --sweep "${SWEEP:-64,128,256}" --transport http \
+      --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/pacing_${v}_h200_$((++n)).json"
+  done
+  ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open
 ls -la "$OUT"

@@ -74,7 +74,8 @@ async def _start_engine(state: AppState) -> None:
         state.start_error = f"{type(e).__name__}: {e}"
         log.exception("the engine failed to start; GET /health answers 503")
         return
-    log.info("engine ready in %.1f s", time.monotonic() - started)
+    log.info("engine ready in %.1f s (event loop: %s)", time.monotonic() - started,
+             type(asyncio.get_running_loop()).__module__)
 
 
 async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:

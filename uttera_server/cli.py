@@ -17,7 +17,7 @@ import wave
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .config import DTYPES, LOG_LEVELS, SCHEDULING, VOCODER_DEVICES, VOCODER_DRIVERS, EngineConfig, ServerConfig
+from .config import DTYPES, EVENT_LOOPS, LOG_LEVELS, SCHEDULING, VOCODER_DEVICES, VOCODER_DRIVERS, EngineConfig, ServerConfig
 from .errors import ConfigError, UtteraError
 from .speech_params import Catalog, check_speed, check_text, check_voice
 from .wav import SAMPLE_BYTES, pcm_bytes
@@ -95,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", parents=[common], help="run the HTTP and WebSocket server")
     _flag(serve, ServerConfig, "host", "interface to listen on")
     _flag(serve, ServerConfig, "port", "TCP port", type=int)
+    _flag(serve, ServerConfig, "event_loop", "asyncio event loop of the server process", choices=EVENT_LOOPS)
     serve.add_argument("--graceful-shutdown-timeout", dest="graceful_shutdown_s", type=float,
                        default=argparse.SUPPRESS,
                        help=f"seconds active streams may finish after SIGTERM before they are cancelled "

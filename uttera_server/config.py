@@ -3,6 +3,7 @@
 Per-request parameters (text, voice, speed, format) live in `speech_params.py`, not here.
 """
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,7 @@ SCHEDULING = ("deadline", "fcfs")
 VOCODER_DEVICES = ("auto", "cpu", "cuda")
 VOCODER_DRIVERS = ("thread", "loop")
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+EVENT_LOOPS = ("uvloop", "asyncio")
 
 
 def _positive(name: str, value: int | float) -> None:
@@ -160,6 +162,9 @@ class ServerConfig:
     ws_min_chunk_chars: shortest piece of WebSocket text cut at a clause mark or by the max wait.
     ws_outbox_high_bytes / ws_outbox_low_bytes: audio queued for one slow WebSocket client; synthesis for
         that socket pauses above the high watermark and resumes below the low one.
+    event_loop: the serving process's asyncio loop: "uvloop" (libuv, a dependency) or Python's own. Under
+        load this one thread runs every stream's HTTP/WebSocket I/O and vLLM's per-step output handling,
+        and it is what limits a GPU server (benchmarks/RESULTS.md), so its own overhead counts.
     """
 
     model_dir: Path
@@ -167,6 +172,7 @@ class ServerConfig:
     port: int = 8000
     max_input_chars: int = 4096
     log_level: str = "info"
+    event_loop: str = "uvloop"
     graceful_shutdown_s: float = 30.0
     ws_max_contexts: int = 8
     ws_max_buffered_chars: int | None = None
@@ -188,6 +194,12 @@ class ServerConfig:
         _positive("max_input_chars (--max-input-chars)", self.max_input_chars)
         if self.log_level not in LOG_LEVELS:
             raise ConfigError(f"log_level (--log-level) must be one of {', '.join(LOG_LEVELS)}")
+        if self.event_loop not in EVENT_LOOPS:
+            raise ConfigError(f"event_loop (--event-loop) must be one of {', '.join(EVENT_LOOPS)}, "
+                              f"got {self.event_loop!r}")
+        if self.event_loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+            raise ConfigError("event_loop (--event-loop) uvloop: uvloop is not installed; pip install uvloop, "
+                              "or pass --event-loop asyncio")
         if self.graceful_shutdown_s < 0:
             raise ConfigError("graceful_shutdown_s (--graceful-shutdown-timeout) must be >= 0")
         _positive("ws_max_contexts (--ws-max-contexts)", self.ws_max_contexts)

@@ -66,6 +66,7 @@ def serve(config: ServerConfig, synth) -> bool:
         ws_per_message_deflate=False,  # PCM barely compresses; deflate would only cost CPU
         lifespan="on",
         timeout_graceful_shutdown=int(CANCEL_WAIT_S),
+        loop=config.event_loop,
     )
     server = GracefulServer(uv_config, app.state.uttera.streams, config.graceful_shutdown_s)
     server.run()

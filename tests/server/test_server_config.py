@@ -50,6 +50,7 @@ def test_engine_config_names_the_flag(field, value, flag):
     ("ws_idle_timeout_s", 0.0, "--ws-idle-timeout-s"),
     ("ws_max_wait_ms", -5.0, "--ws-max-wait-ms"),
     ("ws_min_chunk_chars", 0, "--ws-min-chunk-chars"),
+    ("event_loop", "trio", "--event-loop"),
 ])  # fmt: skip
 def test_server_config_names_the_flag(tmp_path, field, value, flag):
     with pytest.raises(ConfigError, match=flag):
@@ -135,3 +136,9 @@ def test_vocoder_on_cuda_without_a_gpu_fails_before_serving(tiny_model_dir, caps
         main(["serve", "--model", str(tiny_model_dir), "--vocoder-device", "cuda"])
     assert exit_info.value.code == 2
     assert "--vocoder-device cuda: this process sees no CUDA device" in capsys.readouterr().err
+
+
+def test_event_loop_flag(tmp_path):
+    assert build_config(build_parser().parse_args(["serve", "--model", str(tmp_path)])).event_loop == "uvloop"
+    args = build_parser().parse_args(["serve", "--model", str(tmp_path), "--event-loop", "asyncio"])
+    assert build_config(args) == ServerConfig(model_dir=tmp_path, event_loop="asyncio")
