@@ -10,8 +10,9 @@ default). A pass made of many small ops (kernel launches on CUDA) then takes man
 
 Measured here: wall time of one `StreamingVocoder.step` (B streams x F frames, the server's vocoder
 thread doing it) with the main thread (1) idle, (2) busy in pure-Python work, at the default switch
-interval and at 0.5 ms and 0.1 ms; on CUDA, op by op and as CUDA-graph replays (`--graphs off,on`). On CPU the network is shrunk (`--tiny`, default on CPU) so that a pass
-is, like a CUDA pass, mostly op dispatch rather than arithmetic.
+interval and at 0.5 ms and 0.1 ms; on CUDA, op by op and as CUDA-graph replays (`--graphs off,on`).
+On CPU the network is shrunk (`--tiny`, default on CPU) so that a pass is, like a CUDA pass, mostly op
+dispatch rather than arithmetic.
 """
 
 import argparse
@@ -104,8 +105,8 @@ def main() -> None:
     print(f"{'graphs':6} {'main thread':12} {'switch ms':>9} {'p50 ms':>8} {'p90 ms':>8} {'p50 / idle':>10}")
     for r in rows:
         r["p50_over_idle"] = round(r["pass_ms_p50"] / idle[r["graphs"]], 2)
-        print(f"{'on' if r['graphs'] else 'off':6} {r['main_thread']:12} {r['switch_interval_ms']:9.2f} {r['pass_ms_p50']:8.2f} "
-              f"{r['pass_ms_p90']:8.2f} {r['p50_over_idle']:10.2f}")
+        print(f"{'on' if r['graphs'] else 'off':6} {r['main_thread']:12} {r['switch_interval_ms']:9.2f} "
+              f"{r['pass_ms_p50']:8.2f} {r['pass_ms_p90']:8.2f} {r['p50_over_idle']:10.2f}")
     a.out.write_text(json.dumps({**machine.describe(), "streams": a.streams, "frames": a.frames,
                                  "device": a.device, "rows": rows}, indent=1) + "\n")
     print(f"wrote {a.out}")

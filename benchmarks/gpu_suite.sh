@@ -16,7 +16,7 @@
 #   bash benchmarks/gpu_suite.sh switch      default voice, http at C = 64,128: --switch-interval-ms 5 vs 0.1
 #   bash benchmarks/gpu_suite.sh driver      default voice, http at C = 64,128: --vocoder-driver thread vs loop
 #   bash benchmarks/gpu_suite.sh graphs      default voice, http at C = 64,128,256: vocoder CUDA graphs on vs off
-#                                            (ORDER="a b" for fewer runs; each server start ~45 s, each level ~8 s)
+#   (A/B steps alternate their variants for ROUNDS rounds, default 2; each server start ~45 s, each level ~8 s)
 #   bash benchmarks/gpu_suite.sh interval    default voice, http at C = 64,128,256: --stream-interval 1 vs 2
 #   bash benchmarks/gpu_suite.sh pacing      default voice, http at C = 64,128,256: --max-lead-s 1 vs none
 # A closed-loop level past saturation runs until its requests drain: 512 streams took 77 s on 2026-12-02.
@@ -33,6 +33,18 @@ DUR=${DUR:-5}
 CLIENTS=${CLIENTS:-4}  # load.py client processes (closed loop), so the client is not the limit
 PY=${PY:-python3}
 run() { echo "[$(date +%T)] $*"; timeout "${STEP_S:-420}" "$@"; local rc=$?; echo "[$(date +%T)] exit $rc"; return $rc; }
+
+# A/B of server flags, variants alternated for $ROUNDS rounds: ab NAME DEFAULT_SWEEP "label=flags" ...
+ab() {
+  local name=$1 sweep=$2 round v; shift 2
+  for round in $(seq "${ROUNDS:-2}"); do
+    for v in "$@"; do
+      run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
+        --server-args "$ARGS ${v#*=}" --sweep "${SWEEP:-$sweep}" --transport http \
+        --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/${name}_${v%%=*}_h200_$((++n)).json"
+    done
+  done
+}
 
 smoke() {
   run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" --server-args "$ARGS $1" \
@@ -93,42 +105,11 @@ convoy)
   run $PY benchmarks/gil_convoy.py --device "$DEVICE" --model voices/default --streams 64 --passes 10 \
     --out "$OUT/gil_convoy_h200.json"
   ;;
-switch)
-  for v in 5 0.1 5 0.1; do
-    run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
-      --server-args "$ARGS --switch-interval-ms $v" --sweep "${SWEEP:-64,128}" --transport http \
-      --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/switch_${v}_h200_$((++n)).json"
-  done
-  ;;
-driver)
-  for v in thread loop thread loop; do
-    run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
-      --server-args "$ARGS --vocoder-driver $v" --sweep "${SWEEP:-64,128}" --transport http \
-      --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/driver_${v}_h200_$((++n)).json"
-  done
-  ;;
-graphs)
-  for v in ${ORDER:-vocoder-cuda-graphs no-vocoder-cuda-graphs vocoder-cuda-graphs no-vocoder-cuda-graphs}; do
-    run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
-      --server-args "$ARGS --$v" --sweep "${SWEEP:-64,128,256}" --transport http \
-      --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/graphs_${v%%-*}_h200_$((++n)).json"
-  done
-  ;;
-interval)
-  for v in 1 2 1 2; do
-    run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
-      --server-args "$ARGS --stream-interval $v" --sweep "${SWEEP:-64,128,256}" --transport http \
-      --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/interval_${v}_h200_$((++n)).json"
-  done
-  ;;
-pacing)
-  for v in 1 none 1 none; do
-    extra=""; [ "$v" = none ] || extra="--max-lead-s $v"
-    run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
-      --server-args "$ARGS $extra" --sweep "${SWEEP:-64,128,256}" --transport http \
-      --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/pacing_${v}_h200_$((++n)).json"
-  done
-  ;;
+switch)   ab switch 64,128 "5=--switch-interval-ms 5" "0.1=--switch-interval-ms 0.1" ;;
+driver)   ab driver 64,128 "thread=--vocoder-driver thread" "loop=--vocoder-driver loop" ;;
+graphs)   ab graphs 64,128,256 "on=--vocoder-cuda-graphs" "off=" ;;
+interval) ab interval 64,128,256 "1=--stream-interval 1" "2=--stream-interval 2" ;;
+pacing)   ab pacing 64,128,256 "1=--max-lead-s 1" "none=" ;;
 *) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open

@@ -111,7 +111,6 @@ class Synthesizer:
         self._engine = MelEngine(self.model, engine)
         self._worker = None
         self._ids = itertools.count()
-        self.paced_s = 0.0  # time sentences were held back by max_lead_s (EngineConfig), in total
 
     # --- lifecycle ---
     async def start(self) -> None:
@@ -126,13 +125,12 @@ class Synthesizer:
             sys.setswitchinterval(c.switch_interval_ms / 1000.0)  # see EngineConfig.switch_interval_ms
         vocoder = Vocoder.from_dir(self.model.path / "vocoder")
         vocoder.config.check_matches(json.loads((self.model.path / "config.json").read_text()))
-        on_cuda = self.vocoder_device != "cpu"
-        # On CUDA: a state slot per engine sequence from the start (growing the pool reallocates it,
-        # which makes every captured graph stale), and the graphs captured before the first request.
+        graphs = self.vocoder_device != "cpu" and c.vocoder_cuda_graphs
+        # With CUDA graphs: a state slot per engine sequence from the start (growing the pool reallocates
+        # it, which makes every captured graph stale), and the graphs captured before the first request.
         streaming = StreamingVocoder(vocoder, chunk_frames=c.vocoder_chunk_frames,
                                      first_chunk_frames=c.first_chunk_frames, device=self.vocoder_device,
-                                     initial_capacity=c.max_num_seqs + 1 if on_cuda else 8,
-                                     cuda_graphs=on_cuda and c.vocoder_cuda_graphs)
+                                     initial_capacity=c.max_num_seqs + 1 if graphs else 8, cuda_graphs=graphs)
         if streaming.cuda_graphs:
             t0 = time.monotonic()
             graphs = await asyncio.to_thread(streaming.capture_graphs, c.max_num_seqs)
@@ -262,7 +260,6 @@ class Synthesizer:
             if index and max_lead is not None:  # pacing: see EngineConfig.max_lead_s
                 ahead = deadline.at() - time.monotonic()
                 if ahead > max_lead:
-                    self.paced_s += ahead - max_lead
                     await asyncio.sleep(ahead - max_lead)
             sid = f"{request_id}-{index}-{next(self._ids)}"
             due = deadline.at()

@@ -37,19 +37,13 @@ Threads and devices:
     default the caller's current stream when an input lives on the GPU), copies the PCM to pinned
     host memory and records an event. The LM's stream never waits for the vocoder; the host only
     waits in `StepResult.wait()`.
-  * CUDA graphs (`cuda_graphs=True`, CUDA only): a pass is ~330 PyTorch calls, each of which lets go
-    of the GIL and must win it back; in a serving process whose event loop is busy in Python each
-    hand-off can wait up to the switch interval, so a 5 ms pass took 40-70 ms of wall time on the
-    H200 (benchmarks/RESULTS.md, "The GIL convoy"). With graphs a pass is one replay: the batch is
-    padded to a bucket (streams to a power of two, frames to a multiple of `GRAPH_FRAME_STEP` up to
-    `graph_max_frames`), padding rows run on a scratch state slot with zero frames, and each bucket
-    is captured once (on first use, or up front with `capture_graphs`). Passes outside the buckets
-    run eagerly. Host input frames are assembled with numpy, so a pass makes a handful of calls.
+  * CUDA graphs (`cuda_graphs=True`, CUDA only): each pass is one replay of a captured graph, the
+    batch padded to a bucket (vocoder/graphs.py); host frames are assembled with numpy, so a pass
+    makes a handful of PyTorch calls instead of ~330 GIL hand-offs.
 """
 
 from __future__ import annotations
 
-import gc
 import threading
 from collections.abc import Container, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
@@ -60,14 +54,13 @@ import torch
 from torch import Tensor
 
 from vocoder.errors import FrameShapeError, StreamStateError, UnknownStreamError, VocoderConfigError
+from vocoder.graphs import FRAME_STEP, PassGraphs
 from vocoder.model import Vocoder
 from vocoder.state import StatePool
 from vocoder.step_result import StepResult
 
 StreamId = Hashable
 Frames = np.ndarray | Tensor
-GRAPH_FRAME_STEP = 8
-"""CUDA-graph buckets: frames per row are padded up to a multiple of this."""
 """`(k, n_mels)` natural-log mel frames, frame-major as the acoustic model's mel head emits them."""
 
 
@@ -112,37 +105,31 @@ class StreamingVocoder:
         self._lock = threading.Lock()
         if cuda_graphs and self._stream is None:
             raise VocoderConfigError("cuda_graphs needs the vocoder on a CUDA device")
+        if graph_max_frames < FRAME_STEP or graph_max_frames % FRAME_STEP:
+            raise VocoderConfigError(f"graph_max_frames must be a positive multiple of {FRAME_STEP}, "
+                                     f"got {graph_max_frames}")
         # static_buckets: pad every pass to its graph bucket and run it on static buffers, without
         # capturing (how the graph path's padding is tested on CPU).
-        if graph_max_frames < GRAPH_FRAME_STEP or graph_max_frames % GRAPH_FRAME_STEP:
-            raise VocoderConfigError(f"graph_max_frames must be a positive multiple of {GRAPH_FRAME_STEP}, "
-                                     f"got {graph_max_frames}")
-        self.graph_max_frames = graph_max_frames
-        self._static: _StaticPasses | None = None
+        self._graphs: PassGraphs | None = None
         if cuda_graphs or static_buckets:
             with self._on_stream():
-                self._static = _StaticPasses(self, capture=cuda_graphs)
-        self.graph_passes = 0   # passes run as a bucket's graph (or static pass)
+                self._graphs = PassGraphs(self._pass, self.config.n_mels, device=self.device,
+                                          scratch=self._pool.acquire(), generation=lambda: self._pool.generation,
+                                          max_frames=graph_max_frames, stream=self._stream if cuda_graphs else None)
+        self.graph_passes = 0   # passes run in a bucket (as a graph replay with cuda_graphs)
         self.eager_passes = 0   # passes run op by op
 
     @property
     def cuda_graphs(self) -> bool:
-        return self._static is not None and self._static.capture
+        return self._graphs is not None and self._graphs.capture
 
     def capture_graphs(self, max_streams: int) -> int:
         """Capture every bucket up to `max_streams` streams now (instead of on first use); returns how
         many graphs exist. No-op without CUDA graphs."""
-        if self._static is None:
+        if self._graphs is None:
             return 0
         with self._lock, self._on_stream(), torch.inference_mode():
-            b = 1
-            while True:
-                for n in range(GRAPH_FRAME_STEP, self.graph_max_frames + 1, GRAPH_FRAME_STEP):
-                    self._static.get(b, n)
-                if b >= max_streams:
-                    break
-                b *= 2
-            return len(self._static.passes)
+            return self._graphs.capture_up_to(max_streams)
 
     # --- stream lifecycle ---
     @property
@@ -274,28 +261,25 @@ class StreamingVocoder:
 
     def _as_frames(self, stream_id: StreamId, frames: Frames) -> np.ndarray | Tensor:
         """Validated `(k, n_mels)` frames: host frames as a float32 numpy copy (callers may reuse
-        buffers; numpy keeps the GIL, see the module docstring), GPU frames as the tensor itself, kept
-        by reference, so the producer must not overwrite them after passing them."""
-        if isinstance(frames, Tensor) and frames.is_cuda:
-            if self.device.type != "cuda":
+        buffers; numpy calls keep the GIL), GPU frames as the tensor itself, kept by reference, so the
+        producer must not overwrite them after passing them."""
+        if isinstance(frames, Tensor) and frames.device.type != "cpu":
+            if frames.device.type != self.device.type:
                 raise FrameShapeError(f"stream {stream_id!r}: frames on {frames.device}, vocoder on "
                                       f"{self.device}")
-            shape, floating, t = tuple(frames.shape), frames.is_floating_point(), frames.detach()
-        else:
-            if isinstance(frames, Tensor):
-                if frames.device.type != "cpu":
-                    raise FrameShapeError(f"stream {stream_id!r}: frames on {frames.device}, vocoder on "
-                                          f"{self.device}")
-                frames = frames.detach().float().numpy() if frames.is_floating_point() else frames.numpy()
-            a = np.asarray(frames)
-            shape, floating = a.shape, np.issubdtype(a.dtype, np.floating)
-            t = np.array(a, dtype=np.float32) if floating else a
+            self._check_shape(stream_id, tuple(frames.shape), frames.is_floating_point(), frames.dtype)
+            return frames.detach()
+        if isinstance(frames, Tensor):
+            frames = frames.detach().float().numpy() if frames.is_floating_point() else frames.numpy()
+        a = np.asarray(frames)
+        self._check_shape(stream_id, a.shape, np.issubdtype(a.dtype, np.floating), a.dtype)
+        return a.astype(np.float32)
+
+    def _check_shape(self, stream_id: StreamId, shape: tuple, floating: bool, dtype) -> None:
         if len(shape) != 2 or shape[1] != self.config.n_mels or not floating:
-            dtype = t.dtype if isinstance(t, Tensor) else np.asarray(frames).dtype
             raise FrameShapeError(
                 f"stream {stream_id!r}: frames must be floating point of shape (k, "
                 f"{self.config.n_mels}), got {tuple(shape)} {dtype}")
-        return t
 
     def _to_device(self, t: Tensor) -> Tensor:
         if self._stream is not None and t.device.type == "cpu":
@@ -328,9 +312,9 @@ class StreamingVocoder:
                 for t in on_gpu:  # keep the producer's allocator from reusing them too early
                     t.record_stream(self._stream)
             meta = np.array([[st.slot for st in rows], lengths, skips], dtype=np.int64)
-            static = self._static.get(len(rows), n) if self._static is not None else None
-            if static is not None:
-                wave = static.run(seqs, meta)
+            bucket = self._graphs.get(len(rows), n) if self._graphs is not None else None
+            if bucket is not None:
+                wave = bucket.run(self._batch_mel(seqs, bucket.frames, bucket.rows), meta)
                 self.graph_passes += 1
             else:
                 slots, lengths_t, skips_t = self._to_device(torch.from_numpy(meta))
@@ -370,99 +354,19 @@ class StreamingVocoder:
         self._pool.scatter(slots, caches, tail)
         return wave
 
-    def _fill_mel(self, out: np.ndarray, seqs: list[list[np.ndarray]]) -> None:
-        """Host frames into `out (B', N', n_mels)` (rows and frames past the batch stay as they are)."""
+    def _batch_mel(self, seqs: list[list[np.ndarray | Tensor]], n: int, rows: int | None = None) -> Tensor:
+        """Right-padded `(rows, n_mels, n)` float32 batch (`rows` >= len(seqs), default len(seqs)) on
+        the vocoder's device; host frames are assembled with numpy and moved in one copy."""
+        shape = (rows or len(seqs), n, self.config.n_mels)
+        on_gpu = any(isinstance(p, Tensor) for parts in seqs for p in parts)
+        batch = torch.zeros(shape, dtype=torch.float32, device=self.device) if on_gpu else np.zeros(shape, np.float32)
         for b, parts in enumerate(seqs):
             at = 0
             for p in parts:
-                out[b, at: at + p.shape[0]] = p
+                if on_gpu:
+                    p = p.to(self.device, torch.float32) if isinstance(p, Tensor) else self._to_device(torch.from_numpy(p))
+                batch[b, at: at + p.shape[0]] = p
                 at += p.shape[0]
-
-    def _batch_mel(self, seqs: list[list[np.ndarray | Tensor]], n: int) -> Tensor:
-        """Right-padded `(B, n_mels, n)` float32 batch on the vocoder's device."""
-        if not any(isinstance(p, Tensor) for parts in seqs for p in parts):
-            batch = np.zeros((len(seqs), n, self.config.n_mels), np.float32)
-            self._fill_mel(batch, seqs)
-            return self._to_device(torch.from_numpy(batch)).transpose(1, 2)
-        batch = torch.zeros(len(seqs), n, self.config.n_mels, dtype=torch.float32, device=self.device)
-        for b, parts in enumerate(seqs):
-            at = 0
-            for p in parts:
-                k = p.shape[0]
-                batch[b, at: at + k] = p.to(self.device, torch.float32) if isinstance(p, Tensor) \
-                    else self._to_device(torch.from_numpy(p))
-                at += k
+        if not on_gpu:
+            batch = self._to_device(torch.from_numpy(batch))
         return batch.transpose(1, 2)
-
-
-class _StaticPass:
-    """One bucket: static input buffers of `b` rows x `n` frames and, on CUDA, the captured graph
-    of `StreamingVocoder._pass` over them (on CPU, for tests, the same pass run on the buffers)."""
-
-    def __init__(self, sv: StreamingVocoder, b: int, n: int, *, capture: bool, pool, scratch: int):
-        c = sv.config
-        self.sv, self.b, self.n, self.scratch = sv, b, n, scratch
-        self.generation = sv._pool.generation
-        self.mel = torch.zeros(b, c.n_mels, n, dtype=torch.float32, device=sv.device)
-        self.meta = torch.zeros(3, b, dtype=torch.int64, device=sv.device)
-        self.meta[0].fill_(scratch)
-        self.graph = None
-        if capture:
-            for _ in range(2):  # warm up (cuBLAS/cuFFT plans) on the scratch slot: lengths 0
-                sv._pass(self.mel, *self.meta)
-            self.graph = torch.cuda.CUDAGraph()
-            # No cyclic GC during the capture: freeing a stale graph (or any CUDA object) then would
-            # invalidate it ("operation not permitted when stream is capturing").
-            enabled = gc.isenabled()
-            gc.disable()
-            try:
-                with torch.cuda.graph(self.graph, pool=pool, stream=sv._stream, capture_error_mode="thread_local"):
-                    self.wave = sv._pass(self.mel, *self.meta)
-            finally:
-                if enabled:
-                    gc.enable()
-
-    def run(self, seqs: list[list[np.ndarray | Tensor]], meta: np.ndarray) -> Tensor:
-        """Load this pass's frames and `meta` ([slots, lengths, skips] x rows) into the buffers, run."""
-        sv, rows = self.sv, len(seqs)
-        host_meta = np.zeros((3, self.b), np.int64)
-        host_meta[0] = self.scratch  # padding rows: scratch slot, no frames
-        host_meta[:, :rows] = meta
-        if any(isinstance(p, Tensor) for parts in seqs for p in parts):
-            self.mel.zero_()
-            n = max(1, int(meta[1].max()))
-            self.mel[:rows, :, :n].copy_(sv._batch_mel(seqs, n))
-        else:
-            host = torch.zeros(self.b, self.n, sv.config.n_mels, dtype=torch.float32,
-                               pin_memory=self.graph is not None)
-            sv._fill_mel(host.numpy(), seqs)
-            self.mel.copy_(host.transpose(1, 2), non_blocking=True)
-        self.meta.copy_(sv._to_device(torch.from_numpy(host_meta)), non_blocking=True)
-        if self.graph is None:
-            return sv._pass(self.mel, *self.meta)[:rows]
-        self.graph.replay()
-        return self.wave[:rows]
-
-
-class _StaticPasses:
-    """The buckets of a `StreamingVocoder`, captured on first use; recaptured after the state pool
-    grew (its tensors moved). Owns the scratch slot that padding rows run on."""
-
-    def __init__(self, sv: StreamingVocoder, *, capture: bool):
-        self.sv, self.capture = sv, capture
-        self.scratch = sv._pool.acquire()
-        self.pool = torch.cuda.graph_pool_handle() if capture else None
-        self.passes: dict[tuple[int, int], _StaticPass] = {}
-
-    def get(self, rows: int, frames: int) -> _StaticPass | None:
-        if frames > self.sv.graph_max_frames:
-            return None
-        b = 1 << max(0, rows - 1).bit_length()
-        n = -(-frames // GRAPH_FRAME_STEP) * GRAPH_FRAME_STEP
-        static = self.passes.get((b, n))
-        if static is None or static.generation != self.sv._pool.generation:
-            if static is not None:  # the pool grew: every graph points at its old tensors
-                self.passes.clear()
-            static = _StaticPass(self.sv, b, n, capture=self.capture, pool=self.pool, scratch=self.scratch)
-            self.passes[(b, n)] = static
-        return static

@@ -233,7 +233,7 @@ def test_graph_buckets_equal_offline(lookahead, chunk, first, rng):
         got = drive(sv, mels, rng, max_push=12)
         assert sv.graph_passes > 0 and sv.eager_passes > 0  # both paths ran
         assert not sv.cuda_graphs
-        buckets = set(sv._static.passes)
+        buckets = set(sv._graphs.buckets)
     assert all(b & (b - 1) == 0 and n == 8 for b, n in buckets), buckets
     for sid, mel in mels.items():
         ref = offline(model, mel)
