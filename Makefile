@@ -11,6 +11,8 @@ DEFAULT_VOICE := voices/default
 TINY_MODEL    := models/tiny-dev
 MODEL  ?= $(if $(wildcard $(DEFAULT_VOICE)/config.json),$(DEFAULT_VOICE),$(TINY_MODEL))
 PYTEST_ARGS ?=
+# Extra `uttera serve` flags: make serve ARGS='--api-servers 2 --max-num-seqs 64'
+ARGS ?=
 
 .PHONY: install dev serve test clean
 
@@ -41,7 +43,7 @@ $(TINY_MODEL)/config.json: | $(VENV)/.installed
 	$(BIN)/python -m uttera_server.tiny_model $(TINY_MODEL)
 
 serve: install $(if $(filter $(TINY_MODEL),$(MODEL)),$(TINY_MODEL)/config.json)
-	$(BIN)/uttera serve --model $(MODEL) --host $(HOST) --port $(PORT)
+	$(BIN)/uttera serve --model $(MODEL) --host $(HOST) --port $(PORT) $(ARGS)
 
 test: dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
