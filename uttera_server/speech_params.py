@@ -29,6 +29,11 @@ DEFAULT_VOICE = "default"
 class AudioFormat(StrEnum):
     WAV = "wav"  # RIFF header with unknown (0xFFFFFFFF) sizes, then PCM s16le mono
     PCM = "pcm"  # raw PCM s16le mono
+    MP3 = "mp3"  # MPEG audio layer III, 64 kbit/s, at the voice's rate
+    OPUS = "opus"  # Ogg/Opus, 48 kHz, 20 ms packets, 32 kbit/s
+    FLAC = "flac"  # lossless, at the voice's rate
+    AAC = "aac"  # AAC-LC in ADTS frames, 64 kbit/s, at the voice's rate
+    MULAW = "mulaw"  # raw G.711 mu-law, 8 kHz (telephony)
 
 
 _FORMATS = frozenset(f.value for f in AudioFormat)
