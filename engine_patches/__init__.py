@@ -8,6 +8,8 @@ One module per vLLM point patched (see ../shared/notes/vllm-0.32-output-path.md 
 - `output_processor`: the frontend moves that tensor out of `pooling_output` (stock code would turn the
   output into a `PoolingRequestOutput`) into the request's state and hands it to the next
   `CompletionOutput` as `mel_chunks`.
+- `engine_vocoder` (with `pcm_wire`): requests that ask for PCM are vocoded inside the worker instead,
+  and their audio travels on a channel of its own to the serving process.
 - `outputs`: `RequestOutput.add` concatenates `mel_chunks` when the collector merges outputs of a lagging
   consumer, so no chunk is lost.
 
@@ -51,6 +53,7 @@ def apply() -> None:
     check_vllm_version()
     from . import gpu_model_runner, output_processor, outputs
 
+    gpu_model_runner.check_runner_mode()
     outputs.patch()
     output_processor.patch()
     gpu_model_runner.patch()

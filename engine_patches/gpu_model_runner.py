@@ -1,55 +1,143 @@
-"""Patch of `vllm.v1.worker.gpu_model_runner.GPUModelRunner.sample_tokens` (also the CPU runner's).
+"""Patch of `vllm.v1.worker.gpu_model_runner.GPUModelRunner` (`execute_model`, `sample_tokens`; the CPU
+runner inherits both).
 
 The model leaves one mel chunk per logits row in `model.last_mel` (`(num_reqs, frames_per_step,
-n_mels)`, rows in `input_batch.req_ids` order). After the stock sampling and bookkeeping, a row gets
-its chunk in `pooler_output` iff it sampled a token and the token it consumed was a pointer, i.e. the
-request now has at least two generated tokens. That rule only reads token state, so it stays right
-after preemption-recompute (the recomputed last position is a pointer) and prefix-cache hits; rows of a
-partial prefill sampled nothing and get `None`, which makes the scheduler emit nothing for them.
+n_mels)`, rows in `input_batch.req_ids` order). After the stock sampling and bookkeeping, a row
+*voiced* its chunk iff it sampled a token and the token it consumed was a pointer, i.e. the request
+now has at least two generated tokens. That rule only reads token state, so it stays right after
+preemption-recompute (the recomputed last position is a pointer) and prefix-cache hits; rows of a
+partial prefill sampled nothing.
+
+A voiced chunk goes one of two ways, per request:
+- requests with `extra_args[PCM_ARG]` (the server's default on CUDA): to the in-engine vocoder
+  (engine_vocoder.py), which sends PCM on its own channel; the step output carries tokens only;
+- other requests: into `ModelRunnerOutput.pooler_output` (the scheduler forwards it as
+  `EngineCoreOutput.pooling_output`, a field typed `torch.Tensor | None`, so msgspec carries it across
+  the process boundary unchanged), `None` for rows that voiced nothing.
+
+Any output type other than the two vLLM 0.32 returns raises, so a change upstream cannot silently
+produce empty audio.
 """
+
+import os
 
 import torch
 from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
+from .engine_vocoder import CONFIG_KEY, EngineVocoder, EngineVocoderConfig
+from .pcm_wire import PCM_ARG, PcmRoute
+
 _MARK = "_uttera_patched"
 
 
-def _attach_mel(runner: GPUModelRunner, output: ModelRunnerOutput, sampled: list[bool]) -> None:
+class UnsupportedRunnerOutput(RuntimeError):
+    pass
+
+
+def _engine_vocoder(runner: GPUModelRunner) -> EngineVocoder | None:
+    """The worker's in-engine vocoder, created on first use; None if the server did not configure one
+    (or on a tensor-parallel rank other than 0, which computes the same mel)."""
+    voc = getattr(runner, "_uttera_vocoder", False)
+    if voc is not False:
+        return voc
+    voc = None
+    conf = (runner.vllm_config.additional_config or {}).get(CONFIG_KEY)
+    if conf is not None:
+        from vllm.distributed import get_tensor_model_parallel_rank
+
+        if get_tensor_model_parallel_rank() == 0:
+            voc = EngineVocoder(runner.vllm_config.model_config.model, runner.device,
+                                EngineVocoderConfig(**conf))
+    runner._uttera_vocoder = voc
+    return voc
+
+
+def _route(runner: GPUModelRunner, req_id: str) -> PcmRoute | None:
+    state = runner.requests.get(req_id)
+    if state is None or state.sampling_params is None:
+        return None
+    arg = (state.sampling_params.extra_args or {}).get(PCM_ARG)
+    return PcmRoute.from_arg(arg) if arg is not None else None
+
+
+def _voiced(runner: GPUModelRunner, req_id: str) -> bool:
+    state = runner.requests.get(req_id)
+    return state is not None and len(state.output_token_ids) >= 2
+
+
+def _route_mel(runner: GPUModelRunner, output: ModelRunnerOutput, sampled: list[bool]) -> None:
     model = runner.get_model()
     mel = getattr(model, "last_mel", None)
-    if mel is None or not output.req_ids:
-        return
     model.last_mel = None
-    # TODO(perf issue): on CUDA this copy syncs the device; a pinned async copy belongs here.
-    mel = mel.detach().to("cpu", torch.float32)
-    chunks: list[torch.Tensor | None] = [None] * len(output.req_ids)
+    voc = _engine_vocoder(runner)
+    if mel is None or not output.req_ids:
+        if voc is not None:
+            voc.step({})
+        return
+    pcm_frames: dict[str, torch.Tensor] = {}
+    host_rows: list[int] = []
     for i, req_id in enumerate(output.req_ids):
-        if i >= mel.shape[0] or not sampled[i]:
-            continue
-        state = runner.requests.get(req_id)
-        if state is not None and len(state.output_token_ids) >= 2:
-            chunks[i] = mel[i].clone()
-    if any(c is not None for c in chunks):
+        if voc is not None:
+            if not voc.knows(req_id) and (route := _route(runner, req_id)) is not None:
+                voc.open(req_id, route)
+            if voc.knows(req_id):
+                if i < mel.shape[0] and sampled[i] and _voiced(runner, req_id):
+                    pcm_frames[req_id] = mel[i]
+                continue
+        if i < mel.shape[0] and sampled[i] and _voiced(runner, req_id):
+            host_rows.append(i)
+    if voc is not None:
+        voc.step(pcm_frames)
+    if host_rows:
+        # One copy of the rows that want mel (a sync on CUDA; PCM requests never take this path).
+        host = mel[host_rows].detach().to("cpu", torch.float32)
+        chunks: list[torch.Tensor | None] = [None] * len(output.req_ids)
+        for j, i in enumerate(host_rows):
+            chunks[i] = host[j]
         output.pooler_output = chunks
+
+
+def check_runner_mode() -> None:
+    """The patches cover the older runner only (vLLM 0.32's model runner v2 builds its output elsewhere)."""
+    if os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "0") not in ("0", "false", "False", ""):
+        raise UnsupportedRunnerOutput(
+            "uttera's engine patches cover vLLM's GPUModelRunner, not model runner v2: unset "
+            "VLLM_USE_V2_MODEL_RUNNER (or set it to 0)")
 
 
 def patch() -> None:
     if getattr(GPUModelRunner, _MARK, False):
         return
-    original = GPUModelRunner.sample_tokens
+    original_execute = GPUModelRunner.execute_model
+    original_sample = GPUModelRunner.sample_tokens
 
-    def sample_tokens(self, grammar_output):
-        output = original(self, grammar_output)
-        if isinstance(output, ModelRunnerOutput):
-            _attach_mel(self, output, [bool(t) for t in output.sampled_token_ids])
-        elif hasattr(output, "_model_runner_output"):
-            # Async scheduling (CUDA): token ids are filled in later, so "sampled" comes from the
-            # rows the runner did not discard; attach to the wrapped output.
-            inner = output._model_runner_output
-            invalid = set(output._invalid_req_indices)
-            _attach_mel(self, inner, [i not in invalid for i in range(len(inner.req_ids))])
+    def execute_model(self, scheduler_output, *args, **kwargs):
+        voc = _engine_vocoder(self)
+        if voc is not None and scheduler_output.finished_req_ids:
+            voc.finished(scheduler_output.finished_req_ids)
+        output = original_execute(self, scheduler_output, *args, **kwargs)
+        if voc is not None and output is not None:
+            voc.step({})  # no sampling follows (nothing scheduled): flush finished streams now
         return output
 
+    def sample_tokens(self, grammar_output):
+        output = original_sample(self, grammar_output)
+        if isinstance(output, ModelRunnerOutput):
+            _route_mel(self, output, [bool(t) for t in output.sampled_token_ids])
+        elif hasattr(output, "_model_runner_output"):
+            # Async scheduling (CUDA): token ids are filled in later, so "sampled" comes from the
+            # rows the runner did not discard; attach to the wrapped output. (The server turns async
+            # scheduling off with the in-engine vocoder: see uttera_server/engine.py.)
+            inner = output._model_runner_output
+            invalid = set(output._invalid_req_indices)
+            _route_mel(self, inner, [i not in invalid for i in range(len(inner.req_ids))])
+        elif output is not None:
+            raise UnsupportedRunnerOutput(
+                f"uttera's engine patch does not know vLLM's runner output {type(output).__name__}: "
+                "the mel would be lost. Use vLLM 0.32.0 with its GPUModelRunner.")
+        return output
+
+    GPUModelRunner.execute_model = execute_model
     GPUModelRunner.sample_tokens = sample_tokens
     setattr(GPUModelRunner, _MARK, True)

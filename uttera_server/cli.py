@@ -12,13 +12,16 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import os
 import sys
 import wave
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .config import DTYPES, EVENT_LOOPS, LOG_LEVELS, SCHEDULING, VOCODER_DEVICES, VOCODER_DRIVERS, EngineConfig, ServerConfig
+from .config import DTYPES, EVENT_LOOPS, LOG_LEVELS, SCHEDULING, VOCODER_DEVICES, VOCODER_DRIVERS, VOCODER_PROCESSES, EngineConfig, ServerConfig
+from .config import LOG_FORMATS
 from .errors import ConfigError, UtteraError
+from .logs import setup_logging
 from .speech_params import Catalog, check_speed, check_text, check_voice
 from .wav import SAMPLE_BYTES, pcm_bytes
 
@@ -51,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="model directory, see docs/model-format.md (default: the embedded voice)")
     _flag(common, ServerConfig, "max_input_chars", "longest text of one request or WebSocket flush", type=int)
     _flag(common, ServerConfig, "log_level", "log level", choices=LOG_LEVELS)
+    # Structured logs (deploy/README.md): one JSON object per line with request and context ids.
+    _flag(common, ServerConfig, "log_format", "log lines: text, or json (one object per line, on stderr)",
+          choices=LOG_FORMATS)
 
     engine = common.add_argument_group("engine")
     _flag(engine, EngineConfig, "max_num_seqs", "requests the engine decodes at once", type=int)
@@ -83,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
           "itself (no GIL hand-off per op; for CUDA)", choices=VOCODER_DRIVERS)
     _flag(engine, EngineConfig, "vocoder_device", "where the vocoder runs (auto: CUDA if visible, else CPU)",
           choices=VOCODER_DEVICES)
+    _flag(engine, EngineConfig, "vocoder_process", "where the vocoder runs: in the engine's worker (one CUDA "
+          "context, PCM straight from the engine) or in the serving process (auto: engine on CUDA)",
+          choices=VOCODER_PROCESSES)
     _flag(engine, EngineConfig, "stream_interval", "engine steps per output to the server after a request's "
           "first (less host work per step, later frames up to k - 1 steps later)", type=int)
     _flag(engine, EngineConfig, "max_lead_s", "hold a request's next sentence until its audio is at most this "
@@ -110,6 +119,24 @@ def build_parser() -> argparse.ArgumentParser:
           "ms text may wait for a sentence or clause end before it is spoken up to its last word", type=float)
     _flag(ws, ServerConfig, "ws_min_chunk_chars", "shortest text cut at a clause mark or by the max wait",
           type=int)
+    exposure = serve.add_argument_group("exposure (access, admission, timeouts; docs/reliability.md)")
+    exposure.add_argument("--api-key", dest="api_keys", action="append", default=argparse.SUPPRESS,
+                          help="accept this API key (repeatable; default: $UTTERA_API_KEYS, comma-separated; "
+                               "none: no authentication)")
+    _flag(exposure, ServerConfig, "metrics_auth", "GET /metrics needs an API key when keys are set",
+          action=argparse.BooleanOptionalAction)
+    _flag(exposure, ServerConfig, "cors_origins", "browser origins allowed for CORS and the WebSocket "
+          "(comma-separated, repeatable; * = any)", unset="none: same origin only", action="append")
+    _flag(exposure, ServerConfig, "max_waiting", "HTTP speech requests waiting for first audio before new "
+          "ones get 429", unset="unbounded", type=int)
+    _flag(exposure, ServerConfig, "max_connections", "HTTP requests in flight + open WebSockets before new ones "
+          "get 429 / close 1013", unset="unbounded", type=int)
+    _flag(exposure, ServerConfig, "header_timeout_s", "seconds to receive a request's headers (408)", type=float)
+    _flag(exposure, ServerConfig, "body_timeout_s", "seconds to receive a request's body (408)", type=float)
+    _flag(exposure, ServerConfig, "keep_alive_timeout_s", "seconds an idle keep-alive connection is kept",
+          type=int)
+    _flag(exposure, ServerConfig, "max_header_bytes", "largest request line + headers, bytes (431)", type=int)
+    _flag(exposure, ServerConfig, "max_header_count", "most request headers (431)", type=int)
     say = commands.add_parser("say", parents=[common], help="synthesize TEXT into a WAV file, without a server")
     say.add_argument("text")
     say.add_argument("-o", "--output", type=Path, default=Path("out.wav"), help="WAV file to write")
@@ -121,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
 def build_config(args: argparse.Namespace) -> ServerConfig:
     """The one place configuration objects are built; raises `ConfigError` for invalid values."""
     given = vars(args)
+    if "api_keys" not in given and os.environ.get("UTTERA_API_KEYS"):
+        given["api_keys"] = os.environ["UTTERA_API_KEYS"].split(",")
     engine = EngineConfig(**{f.name: given[f.name] for f in dataclasses.fields(EngineConfig) if f.name in given})
     server_fields = {f.name for f in dataclasses.fields(ServerConfig)} - {"engine"}
     return ServerConfig(engine=engine, **{k: v for k, v in given.items() if k in server_fields})
@@ -131,7 +160,7 @@ def main(argv: Sequence[str] | None = None, *, synthesizer_factory: SynthesizerF
     args = parser.parse_args(argv)
     try:
         config = build_config(args)
-        _setup_logging(config.log_level)
+        _setup_logging(config.log_level, config.log_format)
         synth = synthesizer_factory(config)
     except (ConfigError, ValueError) as e:
         parser.exit(2, f"uttera: error: {e}\n")
@@ -141,11 +170,8 @@ def main(argv: Sequence[str] | None = None, *, synthesizer_factory: SynthesizerF
     return asyncio.run(_say(synth, config, args.text, args.output, args.voice, args.speed))
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if level == "trace" else level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+def _setup_logging(level: str, log_format: str = "text") -> None:
+    setup_logging(level, log_format)  # logs.py: text or JSON lines, vLLM's loggers included
 
 
 def _log_model(synth) -> None:

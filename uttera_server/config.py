@@ -13,7 +13,9 @@ DTYPES = ("auto", "float32", "float16", "bfloat16")
 SCHEDULING = ("deadline", "fcfs")
 VOCODER_DEVICES = ("auto", "cpu", "cuda")
 VOCODER_DRIVERS = ("thread", "loop")
+VOCODER_PROCESSES = ("auto", "engine", "frontend")
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+LOG_FORMATS = ("text", "json")
 EVENT_LOOPS = ("uvloop", "asyncio")
 
 
@@ -76,6 +78,13 @@ class EngineConfig:
         last one. 2 halves vLLM's output handling and our per-step routing in the serving process,
         whose event loop is the limit under load on a GPU; the first vocoder chunk (two steps of
         frames) leaves at the same step, later frames reach the vocoder up to k - 1 steps later.
+    vocoder_process: where the streaming vocoder runs. "engine": inside the engine's worker process,
+        fed with each step's mel where the model computed it, its PCM sent to the serving process(es)
+        on a channel of its own (engine_patches/engine_vocoder.py): one CUDA context per GPU, nothing
+        but pointers and PCM leave the engine, and several serving processes share one vocoder.
+        "frontend": in the serving process, in a VocoderWorker beside the event loop (the mel travels
+        in the engine's outputs). "auto": the engine on CUDA, the frontend on CPU (there the engine's
+        worker owns its cores; the serving process's vocoder thread computes beside it).
     vocoder_cuda_graphs: with the vocoder on CUDA, run each pass as one CUDA-graph replay (batches
         padded to buckets, all captured when the server starts): a pass is one GIL hand-off instead of
         ~330 and costs 4-7x less (vocoder/streaming.py). Off by default: on the H200 it cut the floor
@@ -100,6 +109,7 @@ class EngineConfig:
     scheduling: str = "deadline"
     vocoder_device: str = "auto"
     vocoder_driver: str = "thread"
+    vocoder_process: str = "auto"
     vocoder_cuda_graphs: bool = False
     stream_interval: int = 1
     max_lead_s: float | None = None
@@ -141,6 +151,9 @@ class EngineConfig:
         if self.vocoder_driver not in VOCODER_DRIVERS:
             raise ConfigError(f"vocoder_driver (--vocoder-driver) must be one of {', '.join(VOCODER_DRIVERS)}, "
                               f"got {self.vocoder_driver!r}")
+        if self.vocoder_process not in VOCODER_PROCESSES:
+            raise ConfigError(f"vocoder_process (--vocoder-process) must be one of {', '.join(VOCODER_PROCESSES)}, "
+                              f"got {self.vocoder_process!r}")
         if self.vocoder_device not in VOCODER_DEVICES:
             raise ConfigError(f"vocoder_device (--vocoder-device) must be one of {', '.join(VOCODER_DEVICES)}, "
                               f"got {self.vocoder_device!r}")
@@ -165,6 +178,8 @@ class ServerConfig:
     event_loop: the serving process's asyncio loop: "uvloop" (libuv, a dependency) or Python's own. Under
         load this one thread runs every stream's HTTP/WebSocket I/O and vLLM's per-step output handling,
         and it is what limits a GPU server (benchmarks/RESULTS.md), so its own overhead counts.
+    log_format: "text" (human-readable lines) or "json" (one object per line with request and context
+        ids, for log pipelines; see logs.py).
     """
 
     model_dir: Path
@@ -181,6 +196,18 @@ class ServerConfig:
     ws_min_chunk_chars: int = 20
     ws_outbox_high_bytes: int = 1 << 20
     ws_outbox_low_bytes: int = 1 << 18
+    log_format: str = "text"
+    # Exposure limits (docs/reliability.md; enforced by guard.py and http_limits.py):
+    api_keys: tuple[str, ...] = ()  # empty: no authentication
+    metrics_auth: bool = True  # GET /metrics needs a key too (when keys are set); /health never does
+    cors_origins: tuple[str, ...] = ()  # browser origins allowed (CORS and WebSocket Origin); "*" = any
+    max_waiting: int | None = None  # HTTP speech requests admitted but without first audio yet
+    max_connections: int | None = None  # HTTP requests in flight + open WebSockets
+    header_timeout_s: float = 10.0  # from a request's first byte to the end of its headers
+    body_timeout_s: float = 30.0  # to read a whole request body
+    keep_alive_timeout_s: int = 5  # an idle keep-alive connection is closed after this long
+    max_header_bytes: int = 32 << 10  # request line + headers
+    max_header_count: int = 100
     engine: EngineConfig = field(default_factory=EngineConfig)
 
     def __post_init__(self) -> None:
@@ -208,8 +235,27 @@ class ServerConfig:
         _positive("ws_idle_timeout_s (--ws-idle-timeout-s)", self.ws_idle_timeout_s)
         _positive("ws_max_wait_ms (--ws-max-wait-ms)", self.ws_max_wait_ms)
         _positive("ws_min_chunk_chars (--ws-min-chunk-chars)", self.ws_min_chunk_chars)
+        if self.log_format not in LOG_FORMATS:
+            raise ConfigError(f"log_format (--log-format) must be one of {', '.join(LOG_FORMATS)}, "
+                              f"got {self.log_format!r}")
         if not 0 < self.ws_outbox_low_bytes <= self.ws_outbox_high_bytes:
             raise ConfigError("need 0 < ws_outbox_low_bytes <= ws_outbox_high_bytes")
+        self._check_exposure_limits()
+
+    def _check_exposure_limits(self) -> None:
+        keys = tuple(k.strip() for k in self.api_keys if k.strip())
+        object.__setattr__(self, "api_keys", keys)  # flags and UTTERA_API_KEYS may carry blanks
+        origins = tuple(o.strip().rstrip("/") for item in self.cors_origins for o in item.split(",") if o.strip())
+        object.__setattr__(self, "cors_origins", origins)
+        for origin in origins:
+            if origin != "*" and "://" not in origin:
+                raise ConfigError(f"cors_origins (--cors-origins): {origin!r} is not an origin like https://app.example")
+        for name in ("max_waiting", "max_connections"):
+            if getattr(self, name) is not None:
+                _positive(f"{name} (--{name.replace('_', '-')})", getattr(self, name))
+        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_timeout_s", "max_header_bytes",
+                     "max_header_count"):
+            _positive(f"{name} (--{name.replace('_', '-')})", getattr(self, name))
 
     @property
     def max_body_bytes(self) -> int:

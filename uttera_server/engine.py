@@ -11,6 +11,7 @@ import logging
 import os
 import time
 import uuid
+from typing import TYPE_CHECKING
 from contextlib import aclosing
 from collections.abc import AsyncIterator
 from collections import Counter
@@ -21,6 +22,10 @@ import numpy as np
 from .config import EngineConfig
 from .model_dir import VoiceModelConfig
 
+if TYPE_CHECKING:
+    from engine_patches.engine_vocoder import EngineVocoderConfig
+    from engine_patches.pcm_wire import PcmRoute
+
 log = logging.getLogger(__name__)
 
 POINTER_PROCESSOR = "uttera_server.pointer_logits:PointerLogitsProcessor"
@@ -29,7 +34,7 @@ POINTER_PROCESSOR = "uttera_server.pointer_logits:PointerLogitsProcessor"
 @dataclass(frozen=True, slots=True)
 class MelStep:
     pointer: int  # index of the prompt phoneme these frames voice
-    mel: np.ndarray  # (frames_per_step, n_mels) float32 log-mel
+    mel: np.ndarray | None  # (frames_per_step, n_mels) float32 log-mel; None when vocoded in the engine
 
 
 @dataclass(slots=True)
@@ -85,10 +90,24 @@ def _stat_logger_factory(stats: EngineStats):
     return _Recorder
 
 
+@dataclass(frozen=True, slots=True)
+class EngineClientSlot:
+    """This serving process's place among several that share one engine core (vLLM's multi-frontend
+    machinery, as `vllm serve --api-server-count`): the ZMQ addresses/listeners vLLM's launcher made
+    for client `index` of `count` (see uttera_server/frontends.py)."""
+
+    index: int
+    count: int
+    addresses: dict
+
+
 class MelEngine:
-    def __init__(self, model: VoiceModelConfig, config: EngineConfig):
+    def __init__(self, model: VoiceModelConfig, config: EngineConfig, *,
+                 engine_vocoder: "EngineVocoderConfig | None" = None, client: EngineClientSlot | None = None):
         self.model = model
         self.config = config
+        self.engine_vocoder = engine_vocoder
+        self.client = client
         self.stats = EngineStats()
         self._llm = None
         self._epoch = time.monotonic()
@@ -100,19 +119,48 @@ class MelEngine:
         return round(1000.0 * (deadline - self._epoch))
 
     def start(self) -> None:
-        """Start the engine core (a spawned process): call from a `__main__`-guarded program."""
+        """Start the engine core (a spawned process), or connect to one that `frontends.py` launched
+        (`client`): call from a `__main__`-guarded program."""
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        args = self.engine_args()
+        loggers = [_stat_logger_factory(self.stats)]
+        if self.client is None:
+            self._llm = AsyncLLM.from_engine_args(args, stat_loggers=loggers)
+            return
+        from vllm.usage.usage_lib import UsageContext
+
+        args._api_process_count = self.client.count
+        args._api_process_rank = self.client.index
+        vllm_config = args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
+        self._llm = AsyncLLM.from_vllm_config(
+            vllm_config, stat_loggers=loggers, disable_log_stats=False,
+            usage_context=UsageContext.OPENAI_API_SERVER, client_addresses=dict(self.client.addresses),
+            client_count=self.client.count, client_index=self.client.index)
+
+    def engine_args(self):
+        """vLLM's `AsyncEngineArgs` for this model and configuration (patches applied in this process)."""
         import engine_patches
 
         # The mel patch covers the runner that the CPU build uses (gpu_model_runner.GPUModelRunner and
-        # its CPU subclass); on CUDA vLLM 0.32 defaults to "model runner v2": keep the covered one.
+        # its CPU subclass); on CUDA vLLM 0.32 defaults to "model runner v2": keep the covered one
+        # (an explicit VLLM_USE_V2_MODEL_RUNNER=1 is refused by engine_patches.apply()).
         os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
         engine_patches.check_vllm_version()
         engine_patches.apply()  # this process; the plugin entry point covers the others
         from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.v1.engine.async_llm import AsyncLLM
+
+        from engine_patches.engine_vocoder import CONFIG_KEY
 
         c = self.config
-        args = AsyncEngineArgs(
+        extra = {}
+        if self.engine_vocoder is not None:
+            extra["additional_config"] = {CONFIG_KEY: self.engine_vocoder.as_dict()}
+            # With async scheduling a finished request is scheduled once more before the scheduler
+            # sees its STOP, and that step's mel would reach the vocoder: the worker must know a
+            # row's token when it routes the row's mel.
+            extra["async_scheduling"] = False
+        return AsyncEngineArgs(
             model=str(self.model.path),
             skip_tokenizer_init=True,
             tokenizer=None,
@@ -131,8 +179,8 @@ class MelEngine:
             seed=c.seed,
             # "deadline": each request's priority is its client's playback deadline (see `priority`).
             scheduling_policy="priority" if c.scheduling == "deadline" else "fcfs",
+            **extra,
         )
-        self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[_stat_logger_factory(self.stats)])
 
     def _dtype(self) -> str:
         """`auto` is the checkpoint's dtype (fp16 for shipped voices) except on CPU, where fp16 matmuls
@@ -165,15 +213,20 @@ class MelEngine:
             self._llm = None
 
     async def generate(self, phoneme_ids: list[int], request_id: str | None = None,
-                       deadline: float | None = None, stream_interval: int | None = None) -> AsyncIterator[MelStep]:
+                       deadline: float | None = None, stream_interval: int | None = None,
+                       pcm: "PcmRoute | None" = None) -> AsyncIterator[MelStep]:
         """Yield the mel chunks of one utterance (one sentence prompt) as the engine produces them.
 
         `deadline` (time.monotonic()) is when the client runs out of audio without this request: now for
         a request's first sentence; it orders waiting requests under `scheduling="deadline"`.
-        `stream_interval`: this request's, instead of `EngineConfig.stream_interval`."""
+        `stream_interval`: this request's, instead of `EngineConfig.stream_interval`.
+        `pcm`: vocode in the engine and send the PCM to `pcm.sink` as stream `pcm.key` (needs an
+        engine started with `engine_vocoder`); the steps then carry the pointer only (`mel` None)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
+
+        from engine_patches.pcm_wire import PCM_ARG
 
         if self._llm is None:
             raise RuntimeError("MelEngine.start() was not called")
@@ -185,6 +238,7 @@ class MelEngine:
             detokenize=False,
             output_kind=RequestOutputKind.DELTA,
             stream_interval=stream_interval or self.config.stream_interval,  # see EngineConfig.stream_interval
+            extra_args=None if pcm is None else {PCM_ARG: pcm.as_arg()},
         )
         request_id = request_id or uuid.uuid4().hex
         history: list[int] = []  # generated tokens so far
@@ -201,7 +255,16 @@ class MelEngine:
                     self.stats.outputs += 1
                     completion = out.outputs[0]
                     chunks = completion.mel_chunks
+                    voiced_before = max(len(history) - 1, 0)
                     history.extend(completion.token_ids)
+                    if pcm is not None:  # every token but the last was consumed by a step that voiced it
+                        for token in history[voiced_before: max(len(history) - 1, 0)]:
+                            yield MelStep(pointer=token - m.pointer_offset, mel=None)
+                        if out.finished:
+                            reason = str(completion.finish_reason)
+                            self.last_finish_reason = reason
+                            return
+                        continue
                     # A step's chunk voices the token that step consumed: the one generated just before
                     # the token it arrived with. The first token (pointer 0) arrives with no chunk.
                     if len(chunks) > max(len(history) - 1, 0):

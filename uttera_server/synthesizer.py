@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import EngineConfig
-from .engine import EngineStats, MelEngine
+from .engine import EngineClientSlot, EngineStats, MelEngine
 from .errors import ConfigError, EmptyInput, EngineNotReady, InputTooLong, InvalidSpeed, SynthesisFailed, UnknownVoice
 from .model_dir import VoiceModelConfig
 from .speed import MAX_SPEED, MIN_SPEED, MelTimeScale
@@ -55,6 +55,15 @@ class WordTimings:
 
     words: tuple[WordTiming, ...]
     sentence: int  # index of the sentence they belong to
+
+
+def vocoder_process(setting: str, device: str) -> str:
+    """`EngineConfig.vocoder_process` resolved: "auto" is the engine's worker when the vocoder runs on
+    CUDA (one CUDA context; no mel round trip through the host), this process on CPU (where the
+    worker's cores are the engine's, and the vocoder runs beside it on the other core)."""
+    if setting == "auto":
+        return "engine" if device == "cuda" else "frontend"
+    return setting
 
 
 def vocoder_device(setting: str) -> str:
@@ -91,12 +100,18 @@ def to_int16(audio: np.ndarray) -> np.ndarray:
 
 
 class Synthesizer:
-    def __init__(self, model_dir: str | Path, engine: EngineConfig, *, max_input_chars: int = 4096):
+    def __init__(self, model_dir: str | Path, engine: EngineConfig, *, max_input_chars: int = 4096,
+                 client: EngineClientSlot | None = None, sink_base: str | None = None):
+        """`client`: this process's slot among several serving processes sharing one engine core
+        (frontends.py); `sink_base`: the server's PCM channel base address (pcm_receiver.py), one per
+        server, shared by its serving processes."""
         import engine_patches
+        from engine_patches.gpu_model_runner import UnsupportedRunnerOutput, check_runner_mode
 
         try:  # fail at once, before the server listens, with a message that says what to install
             engine_patches.check_vllm_version()
-        except engine_patches.UnsupportedVLLMVersion as e:
+            check_runner_mode()
+        except (engine_patches.UnsupportedVLLMVersion, UnsupportedRunnerOutput) as e:
             raise ConfigError(str(e)) from None
         self.model = VoiceModelConfig.load(model_dir)
         self.engine_config = engine
@@ -108,21 +123,58 @@ class Synthesizer:
             DEFAULT_VOICE: VoiceInfo(DEFAULT_VOICE, self.model.voice_name, self.model.language,
                                      self.model.description, self.model.random_weights),
         }
-        self._engine = MelEngine(self.model, engine)
+        # Where the vocoder runs: inside the engine's worker (one CUDA context, PCM on the PCM channel)
+        # or here, in a VocoderWorker beside the event loop.
+        self.vocoder_process = vocoder_process(engine.vocoder_process, self.vocoder_device)
+        engine_vocoder = None
+        self.sink = client.index if client is not None else 0
+        self._receiver = None
+        if self.vocoder_process == "engine":
+            from engine_patches.engine_vocoder import EngineVocoderConfig
+
+            from .pcm_receiver import new_sink_base
+
+            self.sink_base = sink_base or new_sink_base()
+            engine_vocoder = EngineVocoderConfig(
+                sink_base=self.sink_base, chunk_frames=engine.vocoder_chunk_frames,
+                first_chunk_frames=engine.first_chunk_frames, cuda_graphs=engine.vocoder_cuda_graphs,
+                max_streams=engine.max_num_seqs)
+        self._engine = MelEngine(self.model, engine, engine_vocoder=engine_vocoder, client=client)
         self._worker = None
         self._ids = itertools.count()
 
     # --- lifecycle ---
     async def start(self) -> None:
-        from vocoder.model import Vocoder
-        from vocoder.streaming import StreamingVocoder
-
         from . import frontend
-        from .vocoder_worker import VocoderWorker
 
         c = self.engine_config
         if c.switch_interval_ms is not None:
             sys.setswitchinterval(c.switch_interval_ms / 1000.0)  # see EngineConfig.switch_interval_ms
+        if self.vocoder_process == "engine":
+            from .pcm_receiver import PcmReceiver
+
+            self._receiver = PcmReceiver(self.sink_base, self.sink)  # bound before any request
+            self._receiver.start()
+            described = "in the engine's worker"
+        else:
+            described = await self._start_vocoder_worker()
+        frontend.prepare("Warm up.")  # loads espeak-ng data before the first request
+        await asyncio.to_thread(self._engine.start)
+        # One short utterance through the whole path, so the first client does not pay for cold
+        # caches (the first request after start took ~0.9 s to its first byte, later ones ~70 ms).
+        async for _ in self.stream("Warm up."):
+            pass
+        log.info("engine ready: model %s (%s), vocoder %s, %s scheduling, GIL switch interval %.2f ms",
+                 self.model.path, self.model_id, described, c.scheduling, 1000 * sys.getswitchinterval())
+
+    async def _start_vocoder_worker(self) -> str:
+        """The serving process's own vocoder (`vocoder_process="frontend"`); returns where it runs."""
+        from vocoder.model import Vocoder
+        from vocoder.streaming import StreamingVocoder
+
+        from .vocoder_worker import VocoderWorker
+
+        c = self.engine_config
         vocoder = Vocoder.from_dir(self.model.path / "vocoder")
         vocoder.config.check_matches(json.loads((self.model.path / "config.json").read_text()))
         graphs = self.vocoder_device != "cpu" and c.vocoder_cuda_graphs
@@ -139,24 +191,23 @@ class Synthesizer:
         self._worker = VocoderWorker(streaming, deadline_first=c.scheduling == "deadline",
                                      max_relaxed_frames=2 * c.vocoder_chunk_frames if self.vocoder_device == "cpu" else None,
                                      driver=c.vocoder_driver)
-        frontend.prepare("Warm up.")  # loads espeak-ng data before the first request
-        await asyncio.to_thread(self._engine.start)
-        # One short utterance through the whole path, so the first client does not pay for cold
-        # caches (the first request after start took ~0.9 s to its first byte, later ones ~70 ms).
-        async for _ in self.stream("Warm up."):
-            pass
-        log.info("engine ready: model %s (%s), vocoder on %s%s, %s scheduling, GIL switch interval %.2f ms",
-                 self.model.path, self.model_id, self.vocoder_device,
-                 " (CUDA graphs)" if streaming.cuda_graphs else "", c.scheduling, 1000 * sys.getswitchinterval())
+        return f"on {self.vocoder_device}{' (CUDA graphs)' if streaming.cuda_graphs else ''} in the server"
 
     async def close(self) -> None:
         if self._worker is not None:
             self._worker.close()
             self._worker = None
+        if self._receiver is not None:
+            await self._receiver.close()
+            self._receiver = None
         await asyncio.to_thread(self._engine.shutdown)
 
     def is_ready(self) -> bool:
-        return self._engine.started and self._worker is not None and not self._engine.failed
+        if not self._engine.started or self._engine.failed:
+            return False
+        if self.vocoder_process == "engine":
+            return self._receiver is not None and self._receiver.alive
+        return self._worker is not None and self._worker.error is None
 
     def is_failed(self) -> bool:
         return self._engine.failed
@@ -191,23 +242,29 @@ class Synthesizer:
         spans are indices into `text` plus `text_offset`. `lead_s`: audio the client already has
         buffered ahead of this stream (a WebSocket context's earlier segments), for deadline scheduling.
         """
-        from .frontend import prepare
-
         self.validate(text, voice, speed)
         if not self.is_ready():
             raise EngineNotReady()
+        deadline = _Deadline(arrival=time.monotonic(), lead_s=max(0.0, float(lead_s)))
+        return self._generate(text, text_offset, float(speed), request_id or uuid.uuid4().hex, with_timestamps,
+                              deadline)
+
+    def _sentences(self, text: str, text_offset: int) -> list:
+        """The text frontend (normalize, g2p): milliseconds for a long text, so it runs off the loop."""
+        from .frontend import prepare
+
         try:
             sentences = prepare(text, max_phonemes=min(self.model.max_phonemes, 400), offset=text_offset)
         except ValueError as e:
             raise EmptyInput(f"nothing to speak in the input: {e}") from None
         if not sentences:
             raise EmptyInput("nothing to speak in the input")
-        deadline = _Deadline(arrival=time.monotonic(), lead_s=max(0.0, float(lead_s)))
-        return self._generate(sentences, float(speed), request_id or uuid.uuid4().hex, with_timestamps, deadline)
+        return sentences
 
-    async def _generate(self, sentences, speed: float, request_id: str, with_timestamps: bool,
+    async def _generate(self, text: str, text_offset: int, speed: float, request_id: str, with_timestamps: bool,
                         deadline: _Deadline) -> AsyncIterator[AudioChunk | WordTimings]:
-        worker = self._worker
+        """Raises `EmptyInput` before anything else when the text has nothing to speak."""
+        sentences = await asyncio.to_thread(self._sentences, text, text_offset)
         opened: list[str] = []
         handoff: asyncio.Queue = asyncio.Queue()  # (sentence index, pcm queue) or an exception
         producer = asyncio.create_task(self._produce(sentences, speed, request_id, handoff, opened,
@@ -218,7 +275,7 @@ class Synthesizer:
             for _ in sentences:
                 item = await handoff.get()
                 if isinstance(item, BaseException):
-                    raise item
+                    raise SynthesisFailed() from item
                 index, pcm_queue = item
                 base_ms = 1000.0 * samples / self.sample_rate
                 while (pcm := await pcm_queue.get()) is not None:
@@ -237,57 +294,100 @@ class Synthesizer:
                     if deadline.first_audio is None:
                         deadline.first_audio = time.monotonic()
                     samples += pcm.shape[0]
-                    yield AudioChunk(to_int16(pcm), index)
+                    yield AudioChunk(pcm if pcm.dtype == np.int16 else to_int16(pcm), index)
             await producer
         finally:
             if not producer.done():
                 producer.cancel()  # aborts the engine request
-                try:
-                    await producer
-                except BaseException:
-                    pass
+                # Wait for it, but let a cancellation of this consumer itself propagate.
+                await asyncio.wait({producer})
             for sid in opened:
-                worker.cancel(sid)
+                self._drop_stream(sid)
+
+    def _open_stream(self, sid: str, deadline: float) -> asyncio.Queue:
+        if self._receiver is not None:
+            return self._receiver.open(sid)
+        return self._worker.open(sid, deadline=deadline)
+
+    def _drop_stream(self, sid: str) -> None:
+        if self._receiver is not None:
+            self._receiver.drop(sid)
+        else:
+            self._worker.cancel(sid)
 
     async def _produce(self, sentences, speed, request_id, handoff: asyncio.Queue, opened: list[str],
                        with_timestamps: bool, deadline: _Deadline) -> None:
-        """Run the engine for each sentence in turn; mel goes to the vocoder, which delivers PCM to the
-        sentence's queue, and word timings go straight to the same queue (so they precede their audio)."""
-        worker, m = self._worker, self.model
+        """Run the engine for each sentence in turn; mel goes to the vocoder (here, or in the engine),
+        which delivers PCM to the sentence's queue, and word timings go straight to the same queue (so
+        they precede their audio). Any failure reaches the consumer: on the sentence's queue once it
+        has one, else on the hand-off queue."""
+        m = self.model
         step_ms = 1000.0 * m.frames_per_step * m.hop_length / m.sample_rate / speed
         max_lead = self.engine_config.max_lead_s
-        for index, sentence in enumerate(sentences):
-            if index and max_lead is not None:  # pacing: see EngineConfig.max_lead_s
-                ahead = deadline.at() - time.monotonic()
-                if ahead > max_lead:
-                    await asyncio.sleep(ahead - max_lead)
-            sid = f"{request_id}-{index}-{next(self._ids)}"
-            due = deadline.at()
-            pcm_queue = worker.open(sid, deadline=due)
-            opened.append(sid)
-            handoff.put_nowait((index, pcm_queue))
-            scale = MelTimeScale(speed)
-            clock = SentenceWordClock(sentence.phoneme_words, sentence.words, step_ms) if with_timestamps else None
-            frames_out = 0
-            try:
-                async for step in self._engine.generate(sentence.phoneme_ids, request_id=sid, deadline=due):
-                    if clock is not None and (words := clock.step(step.pointer)):
-                        pcm_queue.put_nowait(words)
-                    frames = scale.push(step.mel)
-                    if frames.shape[0]:
-                        frames_out += frames.shape[0]
-                        worker.push(sid, frames)
-                tail = scale.flush()
-                if tail.size:
-                    frames_out += tail.shape[0]
-                    worker.push(sid, tail)
+        pcm_queue = None
+        try:
+            for index, sentence in enumerate(sentences):
+                pcm_queue = None
+                if index and max_lead is not None:  # pacing: see EngineConfig.max_lead_s
+                    ahead = deadline.at() - time.monotonic()
+                    if ahead > max_lead:
+                        await asyncio.sleep(ahead - max_lead)
+                sid = f"{request_id}-{index}-{next(self._ids)}"
+                due = deadline.at()
+                pcm_queue = self._open_stream(sid, due)
+                opened.append(sid)
+                handoff.put_nowait((index, pcm_queue))
+                clock = SentenceWordClock(sentence.phoneme_words, sentence.words, step_ms) if with_timestamps else None
+                if self._receiver is not None:
+                    frames_out = await self._engine_vocoded(sentence, sid, due, speed, clock, pcm_queue)
+                else:
+                    frames_out = await self._vocoded_here(sentence, sid, due, speed, clock, pcm_queue)
                 deadline.generated_s += frames_out * m.frame_ms / 1000.0
                 if clock is not None and (words := clock.finish(frames_out * m.frame_ms)):
                     pcm_queue.put_nowait(words)
-                worker.finish(sid)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                log.exception("engine request %s failed", sid)
-                pcm_queue.put_nowait(e)
-                return
+                if self._receiver is None:
+                    self._worker.finish(sid)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.exception("engine request %s failed", request_id)
+            (pcm_queue if pcm_queue is not None else handoff).put_nowait(e)
+
+    async def _vocoded_here(self, sentence, sid: str, due: float, speed: float, clock, pcm_queue) -> int:
+        """One sentence's mel from the engine into this process's VocoderWorker; returns its frames."""
+        scale = MelTimeScale(speed)
+        frames_out = 0
+        async for step in self._engine.generate(sentence.phoneme_ids, request_id=sid, deadline=due):
+            if clock is not None and (words := clock.step(step.pointer)):
+                pcm_queue.put_nowait(words)
+            frames = scale.push(step.mel)
+            if frames.shape[0]:
+                frames_out += frames.shape[0]
+                self._worker.push(sid, frames)
+        tail = scale.flush()
+        if tail.size:
+            frames_out += tail.shape[0]
+            self._worker.push(sid, tail)
+        return frames_out
+
+    async def _engine_vocoded(self, sentence, sid: str, due: float, speed: float, clock, pcm_queue) -> int:
+        """One sentence vocoded in the engine: PCM reaches `pcm_queue` from the PCM channel; here only
+        the pointers (word timings) go by. Returns the sentence's frames after the speed change."""
+        from engine_patches.pcm_wire import PcmRoute
+
+        steps = 0
+        route = PcmRoute(sink=self.sink, key=sid, speed=speed)
+        async for step in self._engine.generate(sentence.phoneme_ids, request_id=sid, deadline=due, pcm=route):
+            steps += 1
+            if clock is not None and (words := clock.step(step.pointer)):
+                pcm_queue.put_nowait(words)
+        return scaled_frames(steps * self.model.frames_per_step, speed)
+
+
+def scaled_frames(frames: int, speed: float) -> int:
+    """Frames `MelTimeScale(speed)` makes of `frames` input frames (pushed, then flushed)."""
+    if frames <= 0:
+        return 0
+    if speed == 1.0:
+        return frames
+    return int(np.floor((frames - 1) / speed)) + 1

@@ -100,6 +100,11 @@ class VocoderWorker:
             self._wake = asyncio.Event()
             self._task = self._loop.create_task(self._drive(), name="uttera-vocoder")
 
+    @property
+    def error(self) -> BaseException | None:
+        """What stopped the worker, if it failed (it then serves nothing more)."""
+        return self._error
+
     def _notify(self) -> None:
         """Wake the driver; call with `_cv` held."""
         self._cv.notify()

@@ -18,6 +18,7 @@ import time
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from . import logs
 from .app_state import AppState
 from .errors import EmptyInput, EngineNotReady, MalformedRequest, ServerFault, UtteraError, as_uttera_error
 from .metrics import Outcome, Transport
@@ -245,11 +246,13 @@ class SpeechStreamSession:
         request. Failures of the synthesizer end the context; failures of the session are faults."""
         synth, metrics, proto = self.state.synth, self.state.metrics, self.proto
         started, sent, failure = time.monotonic(), 0, None
-        chunks = None
+        chunks, ttfa_ms = None, None
+        logs.context_id.set(segment.context_id)  # this task's log lines name the context (logs.py)
+        engine_request_id = f"ws-{logs.request_id.get() or self.id}-{segment.id}"
         try:
             try:
                 chunks = synth.stream(segment.text, voice=segment.voice, speed=segment.speed,
-                                      request_id=f"ws-{self.id}-{segment.id}", with_timestamps=True,
+                                      request_id=engine_request_id, with_timestamps=True,
                                       text_offset=segment.text_offset, lead_s=proto.lead_s(segment.id))
             except EmptyInput:
                 pass  # nothing speakable in this piece ("--", an emoji): it has no audio
@@ -260,6 +263,8 @@ class SpeechStreamSession:
                     item = await anext(chunks)
                 except StopAsyncIteration:
                     break
+                except EmptyInput:
+                    break  # found by the text frontend, before any audio: as above
                 except Exception as e:
                     failure = e
                     break
@@ -269,6 +274,7 @@ class SpeechStreamSession:
                     pcm = pcm_bytes(item.pcm)
                     if sent == 0:
                         metrics.first_audio(Transport.WEBSOCKET, time.monotonic() - started)
+                        ttfa_ms = round(1000 * (time.monotonic() - started), 1)
                     sent += len(pcm)
                     self._apply(proto.audio(segment.id, pcm))
                 await self._may_continue(segment)
@@ -281,6 +287,9 @@ class SpeechStreamSession:
             else:
                 metrics.synthesis_completed(time.monotonic() - started, duration_s(sent, synth.sample_rate))
                 self._apply(proto.segment_done(segment.id))
+                log.info("segment %d done", segment.id, extra={
+                    "engine_request_id": engine_request_id, "ttfa_ms": ttfa_ms, "audio_s": round(duration_s(
+                        sent, synth.sample_rate), 3), "duration_ms": round(1000 * (time.monotonic() - started), 1)})
                 self._progress.set()
                 self._progress = asyncio.Event()
         except OutboxClosed:

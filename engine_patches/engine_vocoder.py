@@ -1,0 +1,174 @@
+"""The streaming vocoder inside the engine's worker process: one CUDA context per GPU.
+
+Runs in vLLM's worker (rank 0), fed by the model runner patch (gpu_model_runner.py) with each step's
+mel rows where they were computed (on the GPU: no device -> host -> device round trip), batched over
+every stream that has frames, on the vocoder's own CUDA stream (vocoder/streaming.py). PCM leaves on
+the PCM channel (pcm_wire.py) from a publisher thread, which waits for the GPU with the GIL released,
+so the worker's step loop never waits for the vocoder.
+
+A stream is one engine request that asked for PCM (`SamplingParams.extra_args[PCM_ARG]`). It is
+opened the first step its request is seen, gets a chunk of frames for every step that voiced a
+pointer, and is finished (vocoder tail flushed, `final` sent) when the scheduler reports the request
+finished, whatever the reason; a preempted request keeps its stream and resumes it.
+
+Streamed audio equals offline vocoding of the stream's whole mel (the StreamingVocoder contract); the
+chunk schedule is the StreamingVocoder's (first chunk after `first_chunk_frames`, then doubling up to
+`chunk_frames`).
+"""
+
+import logging
+import queue
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .pcm_wire import PcmRoute, encode, sink_address
+
+log = logging.getLogger(__name__)
+
+CONFIG_KEY = "uttera_vocoder"  # vllm_config.additional_config key holding `EngineVocoderConfig`
+
+
+@dataclass(frozen=True, slots=True)
+class EngineVocoderConfig:
+    """What the serving process tells the worker (through `additional_config[CONFIG_KEY]`)."""
+
+    sink_base: str  # pcm_wire.sink_address base
+    chunk_frames: int = 32
+    first_chunk_frames: int = 8
+    cuda_graphs: bool = False
+    max_streams: int = 32  # the engine's max_num_seqs: state slots allocated up front
+
+    def __post_init__(self) -> None:
+        if min(self.chunk_frames, self.first_chunk_frames, self.max_streams) < 1:
+            raise ValueError(f"EngineVocoderConfig needs positive frame counts and streams, got {self}")
+
+    def as_dict(self) -> dict:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
+def _to_int16(audio: np.ndarray) -> np.ndarray:
+    return (np.clip(audio, -1.0, 1.0) * 32767.0).astype(np.int16)
+
+
+class _Publisher:
+    """Thread that waits for each pass's PCM (GIL released while the GPU works) and sends it, in
+    submission order, one message per sink."""
+
+    def __init__(self, sink_base: str):
+        import zmq
+
+        self._zmq = zmq
+        self._context = zmq.Context.instance()
+        self._base = sink_base
+        self._sockets: dict[int, "zmq.Socket"] = {}
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="uttera-pcm-publisher", daemon=True)
+        self._thread.start()
+
+    def put(self, result, meta: list[tuple[str, PcmRoute, bool]]) -> None:
+        if self.error is not None:
+            raise RuntimeError("the in-engine vocoder's publisher failed") from self.error
+        self._queue.put((result, meta))
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=5)
+        for sock in self._sockets.values():
+            sock.close(linger=1000)
+
+    def _socket(self, sink: int):
+        sock = self._sockets.get(sink)
+        if sock is None:
+            sock = self._context.socket(self._zmq.PUSH)
+            sock.setsockopt(self._zmq.SNDHWM, 0)  # never drop: the sink reads every step
+            sock.connect(sink_address(self._base, sink))
+            self._sockets[sink] = sock
+        return sock
+
+    def _run(self) -> None:
+        try:
+            while (item := self._queue.get()) is not None:
+                result, meta = item
+                pcm = result.wait()
+                by_sink: dict[int, list] = {}
+                for req_id, route, final in meta:
+                    audio = pcm.get(req_id)
+                    if (audio is not None and audio.size) or final:
+                        samples = _to_int16(audio) if audio is not None else np.zeros(0, np.int16)
+                        by_sink.setdefault(route.sink, []).append((route.key, samples, final))
+                for sink, entries in by_sink.items():
+                    self._socket(sink).send_multipart(encode(entries), copy=False)
+        except BaseException as e:  # surfaced to the step loop by the next `put`
+            log.exception("in-engine vocoder publisher failed")
+            self.error = e
+
+
+class EngineVocoder:
+    """Mel rows of each engine step in, PCM out on the PCM channel (see module docstring)."""
+
+    def __init__(self, model_dir: str | Path, device: torch.device | str, config: EngineVocoderConfig):
+        from vocoder.model import Vocoder
+        from vocoder.streaming import StreamingVocoder
+
+        device = torch.device(device)
+        self.config = config
+        graphs = config.cuda_graphs and device.type == "cuda"
+        self.vocoder = StreamingVocoder(
+            Vocoder.from_dir(Path(model_dir) / "vocoder"), chunk_frames=config.chunk_frames,
+            first_chunk_frames=config.first_chunk_frames, device=device,
+            initial_capacity=config.max_streams + 1 if graphs else 8, cuda_graphs=graphs)
+        if graphs:
+            self.vocoder.capture_graphs(config.max_streams)
+        self.n_mels = self.vocoder.config.n_mels
+        self._routes: dict[str, PcmRoute] = {}
+        self._scales: dict = {}  # req_id -> MelTimeScale, for speed != 1
+        self._finishing: list[str] = []
+        self._publisher = _Publisher(config.sink_base)
+        self.passes = 0
+
+    def knows(self, req_id: str) -> bool:
+        return req_id in self._routes
+
+    def open(self, req_id: str, route: PcmRoute) -> None:
+        from uttera_server.speed import MelTimeScale
+
+        self._routes[req_id] = route
+        self.vocoder.open(req_id)
+        if route.speed != 1.0:
+            self._scales[req_id] = MelTimeScale(route.speed)
+
+    def finished(self, req_ids) -> None:
+        """The scheduler finished these requests (stop, length or abort): flush them next pass."""
+        for req_id in req_ids:
+            if req_id in self._routes:
+                self._finishing.append(req_id)
+
+    def step(self, frames: dict[str, torch.Tensor]) -> None:
+        """Vocode this step: `frames` maps request ids to the `(frames_per_step, n_mels)` mel they
+        voiced (a view of the model's output, on its device); finished requests are flushed."""
+        finishing, self._finishing = self._finishing, []
+        if not frames and not finishing:
+            return
+        batch: dict = {}
+        for req_id, mel in frames.items():
+            scale = self._scales.get(req_id)
+            batch[req_id] = mel if scale is None else scale.push(mel.detach().float().cpu().numpy())
+        for req_id in finishing:
+            scale = self._scales.pop(req_id, None)
+            if scale is not None and (tail := scale.flush()).size:
+                head = batch.get(req_id)
+                batch[req_id] = tail if head is None or not len(head) else np.concatenate([head, tail])
+        batch = {k: v for k, v in batch.items() if len(v)}
+        result = self.vocoder.submit(batch, finish=finishing)
+        self.passes += 1
+        meta = [(req_id, self._routes[req_id], False) for req_id in batch if req_id not in finishing]
+        meta += [(req_id, self._routes.pop(req_id), True) for req_id in finishing]
+        self._publisher.put(result, meta)
+
+    def close(self) -> None:
+        self._publisher.close()

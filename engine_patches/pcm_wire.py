@@ -1,0 +1,73 @@
+"""The PCM channel between the engine's worker (in-engine vocoder) and the serving processes.
+
+Runs on both sides of the process boundary, so it imports neither vLLM nor the server: plain ZMQ
+and msgspec. Why a channel of its own instead of vLLM's step outputs: a request's last audio (the
+vocoder's lookahead tail) exists only once the engine has finished the request, after its final
+output has left, and a per-request tensor in every `EngineCoreOutput` costs a msgpack frame per row
+per step; here one message per step per serving process carries every stream's new PCM.
+
+Addressing: serving process `sink` (vLLM's `client_index`) binds a PULL socket at
+`sink_address(base, sink)` before it sends any request; the worker connects one PUSH socket per sink
+it sees in a request, lazily. ZMQ queues for a connecting peer, so nothing is lost.
+
+Message (two frames): `header` = msgpack list of `(key, n_samples, final)` in buffer order, and
+`pcm` = the samples of all entries concatenated, int16 little-endian mono at the voice's sample
+rate. `final` marks a stream's last entry (possibly 0 samples); nothing follows it for that key.
+"""
+
+from dataclasses import dataclass
+
+import msgspec
+import numpy as np
+
+# `SamplingParams.extra_args` key that asks for PCM from the in-engine vocoder instead of mel chunks.
+PCM_ARG = "uttera_pcm"
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(list[tuple[str, int, bool]])
+
+
+@dataclass(frozen=True, slots=True)
+class PcmRoute:
+    """Where one engine request's PCM goes: `key` names the stream on serving process `sink`;
+    `speed` resamples the mel in time before vocoding (uttera_server/speed.py)."""
+
+    sink: int
+    key: str
+    speed: float = 1.0
+
+    def as_arg(self) -> dict:
+        return {"sink": self.sink, "key": self.key, "speed": self.speed}
+
+    @classmethod
+    def from_arg(cls, arg: dict) -> "PcmRoute":
+        return cls(int(arg["sink"]), str(arg["key"]), float(arg.get("speed", 1.0)))
+
+
+def sink_address(base: str, sink: int) -> str:
+    """ZMQ address of serving process `sink`'s PULL socket, e.g. `ipc:///tmp/uttera-1234-pcm-0`."""
+    return f"{base}-{sink}"
+
+
+def encode(entries: list[tuple[str, np.ndarray, bool]]) -> list[bytes]:
+    """`(key, int16 pcm (n,), final)` entries -> the two frames of one message."""
+    header = _encoder.encode([(key, int(pcm.shape[0]), final) for key, pcm, final in entries])
+    parts = [pcm for _, pcm, _ in entries if pcm.shape[0]]
+    body = np.concatenate(parts).astype("<i2", copy=False).tobytes() if parts else b""
+    return [header, body]
+
+
+def decode(frames: list[bytes]) -> list[tuple[str, np.ndarray, bool]]:
+    """The inverse of `encode`; the arrays are read-only views of the message buffer."""
+    if len(frames) != 2:
+        raise ValueError(f"a PCM message has 2 frames, got {len(frames)}")
+    entries = _decoder.decode(frames[0])
+    audio = np.frombuffer(frames[1], dtype="<i2")
+    total = sum(n for _, n, _ in entries)
+    if total != audio.shape[0]:
+        raise ValueError(f"PCM message header names {total} samples, body has {audio.shape[0]}")
+    out, at = [], 0
+    for key, n, final in entries:
+        out.append((key, audio[at: at + n], final))
+        at += n
+    return out

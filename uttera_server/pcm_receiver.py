@@ -1,0 +1,95 @@
+"""The serving process's end of the PCM channel (engine_patches/pcm_wire.py).
+
+One PULL socket, bound before any request is sent, read by one task on the event loop: each message
+is one engine step's new PCM for the streams of this process, sliced (no copy) into the queue of each
+stream. A queue gets int16 arrays, then `None` after the stream's final entry; an unknown key (a
+stream its consumer already dropped) is ignored.
+"""
+
+import asyncio
+import logging
+import os
+import tempfile
+import uuid
+
+import numpy as np
+
+from engine_patches.pcm_wire import decode, sink_address
+
+log = logging.getLogger(__name__)
+
+
+def new_sink_base() -> str:
+    """A fresh base address for one server's PCM channel (IPC sockets in a private temp dir)."""
+    folder = tempfile.mkdtemp(prefix="uttera-pcm-")
+    return f"ipc://{os.path.join(folder, uuid.uuid4().hex[:8])}"
+
+
+class PcmReceiver:
+    def __init__(self, sink_base: str, sink: int):
+        import zmq
+        import zmq.asyncio
+
+        self.sink = sink
+        self.address = sink_address(sink_base, sink)
+        self._context = zmq.asyncio.Context()
+        self._socket = self._context.socket(zmq.PULL)
+        self._socket.setsockopt(zmq.RCVHWM, 0)
+        self._socket.bind(self.address)
+        self._queues: dict[str, asyncio.Queue] = {}
+        self._task: asyncio.Task | None = None
+        self.error: BaseException | None = None
+        self.messages = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="uttera-pcm-receiver")
+
+    @property
+    def alive(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def open(self, key: str) -> asyncio.Queue:
+        """The queue of stream `key`'s PCM (int16 arrays, then None); open it before its request starts."""
+        if self.error is not None:
+            raise RuntimeError("the PCM channel failed") from self.error
+        queue: asyncio.Queue = asyncio.Queue()
+        self._queues[key] = queue
+        return queue
+
+    def drop(self, key: str) -> None:
+        """Forget `key`: whatever still arrives for it is ignored."""
+        self._queues.pop(key, None)
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                frames = await self._socket.recv_multipart(copy=True)
+                self.messages += 1
+                for key, pcm, final in decode(frames):
+                    queue = self._queues.get(key)
+                    if queue is None:
+                        continue
+                    if pcm.shape[0]:
+                        queue.put_nowait(pcm)
+                    if final:
+                        del self._queues[key]
+                        queue.put_nowait(None)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:
+            log.exception("PCM channel failed")
+            self.error = e
+            for queue in self._queues.values():
+                queue.put_nowait(e)
+            self._queues.clear()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._socket.close(linger=0)
+        self._context.term()
+
+
+def empty_pcm() -> np.ndarray:
+    return np.zeros(0, np.int16)
