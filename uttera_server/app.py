@@ -12,6 +12,7 @@ import time
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
@@ -20,6 +21,7 @@ from . import http_info
 from .app_state import AppState
 from .config import ServerConfig
 from .http_speech import create_speech
+from .logs import RequestIdMiddleware
 from .metrics import ServerMetrics
 from .speech_params import Catalog
 from .streams import ActiveStreams
@@ -47,7 +49,8 @@ def build_app(config: ServerConfig, synth) -> Starlette:
         Route("/health", http_info.health),
         Route("/metrics", http_info.metrics),
     ]
-    app = Starlette(routes=routes, lifespan=_lifespan, exception_handlers={HTTPException: _http_error})
+    app = Starlette(routes=routes, lifespan=_lifespan, exception_handlers={HTTPException: _http_error},
+                    middleware=[Middleware(RequestIdMiddleware)])  # x-request-id, log context (logs.py)
     app.state.uttera = state
     return app
 

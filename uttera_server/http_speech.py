@@ -9,12 +9,12 @@ A client disconnect or a shutdown cancel closes the synthesizer iterator, which 
 import asyncio
 import logging
 import time
-import uuid
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from . import logs
 from .app_state import AppState
 from .errors import EngineNotReady, RequestTooLarge, ShuttingDown, UtteraError, as_uttera_error, error_payload
 from .metrics import Outcome, Transport
@@ -47,8 +47,9 @@ async def read_body(request: Request, limit: int) -> bytes:
 async def create_speech(request: Request) -> Response:
     state: AppState = request.app.state.uttera
     received = time.monotonic()
-    engine_id = uuid.uuid4().hex  # never the client's id: engine request ids must be unique
-    request_id = request.headers.get("x-request-id") or engine_id
+    # x-request-id (validated) or generated, by logs.RequestIdMiddleware; the synthesizer appends a unique
+    # suffix to the engine request id, so a client reusing an id cannot collide in the engine.
+    request_id = logs.request_id.get() or logs.new_request_id()
     try:
         if not state.streams.accepting:
             raise ShuttingDown()
@@ -56,7 +57,7 @@ async def create_speech(request: Request) -> Response:
         synth = state.synth
         if not synth.is_ready():
             raise EngineNotReady()
-        chunks = synth.stream(params.text, voice=params.voice, speed=params.speed, request_id=f"http-{engine_id}")
+        chunks = synth.stream(params.text, voice=params.voice, speed=params.speed, request_id=f"http-{request_id}")
     except Exception as e:
         if not isinstance(e, UtteraError):
             log.exception("speech request %s failed before streaming", request_id)
@@ -97,6 +98,8 @@ class SpeechStreamResponse(Response):
             "cache-control": "no-store",
         })  # fmt: skip
         self._interrupt: asyncio.Future[Outcome] | None = None
+        self._ttfa_ms: float | None = None  # for the log line
+        self._engine_request_id = f"http-{request_id}"  # the prefix of the synthesizer's engine request ids
 
     async def begin_drain(self) -> None:
         pass  # an HTTP response finishes on its own
@@ -127,6 +130,7 @@ class SpeechStreamResponse(Response):
                 return
             if first is not None:
                 metrics.first_audio(Transport.HTTP, time.monotonic() - self.received)
+                self._ttfa_ms = round(1000 * (time.monotonic() - self.received), 1)
             await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
             head = streaming_wav_header(sample_rate) if self.params.response_format is AudioFormat.WAV else b""
             chunk = first
@@ -149,6 +153,13 @@ class SpeechStreamResponse(Response):
             state.streams.remove_owner(self)
             state.streams.closed()
             metrics.request_finished(Transport.HTTP, outcome, duration_s(sent, sample_rate))
+            log.info("speech request %s", outcome, extra=self._timings(outcome, sent))
+
+    def _timings(self, outcome: Outcome, sent: int) -> dict:
+        """The `extra=` fields of the request's log line (logs.py): durations in ms, audio in seconds."""
+        return {"outcome": str(outcome), "engine_request_id": self._engine_request_id, "ttfa_ms": self._ttfa_ms,
+                "duration_ms": round(1000 * (time.monotonic() - self.received), 1),
+                "audio_s": round(duration_s(sent, self.state.synth.sample_rate), 3)}
 
     async def _next_chunk(self):
         """The next chunk or None at the end; raises `_Interrupted` on a disconnect or a cancel."""

@@ -17,6 +17,7 @@ import uvicorn
 
 from .app import build_app
 from .config import ServerConfig
+from .logs import uvicorn_log_config
 from .streams import ActiveStreams
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ def serve(config: ServerConfig, synth) -> bool:
         host=config.host,
         port=config.port,
         log_level=config.log_level,
+        log_config=uvicorn_log_config(config.log_format),
         ws="websockets-sansio",
         ws_max_size=config.ws_max_message_bytes,
         ws_per_message_deflate=False,  # PCM barely compresses; deflate would only cost CPU
