@@ -6,9 +6,14 @@ binary frames (0x01, id length, id, PCM s16le) are arrivals, `done` ends the req
 sending the request (HTTP) or the `text` message (WebSocket: the connection is already open, as a
 voice agent keeps it). Errors become codes: `http_<status>_<code>`, `ws_<code>`, `timeout`,
 `exc_<ExceptionName>`.
+
+Sessions for the load drivers (loop.py, paced.py): `session_factory(transport, ...)` gives `open_session(i)`,
+an async context manager whose session has `request(text, kind)`: HTTP over a shared client, or one
+WebSocket per session.
 """
 
 import asyncio
+import contextlib
 import itertools
 import json
 import time
@@ -85,3 +90,58 @@ def ws_url(base_url: str) -> str:
 
 async def ws_connect(base_url: str):
     return await websockets.connect(ws_url(base_url), max_size=None, open_timeout=60)
+
+
+class HttpSession:
+    def __init__(self, client: httpx.AsyncClient, timeout_s: float):
+        self.client, self.timeout_s = client, timeout_s
+
+    async def request(self, text: str, kind: str) -> RequestRecord:
+        return await http_request(self.client, text, kind, self.timeout_s)
+
+
+class WsSession:
+    """One socket per session, reopened after a failed request (its state is unknown then)."""
+
+    def __init__(self, base_url: str, timeout_s: float):
+        self.base_url, self.timeout_s, self.ws = base_url, timeout_s, None
+
+    async def request(self, text: str, kind: str) -> RequestRecord:
+        if self.ws is None:
+            try:
+                self.ws = await ws_connect(self.base_url)
+            except Exception as e:
+                rec = RequestRecord("ws", kind, len(text), time.perf_counter())
+                rec.error = f"exc_connect_{type(e).__name__}"
+                return rec
+        rec = await ws_request(self.ws, text, kind, self.timeout_s)
+        if rec.error:
+            await self.close()
+        return rec
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            with contextlib.suppress(Exception):
+                await self.ws.close()
+            self.ws = None
+
+
+def session_factory(transport: str, base_url: str, client: httpx.AsyncClient, timeout_s: float):
+    @contextlib.asynccontextmanager
+    async def open_session(_i: int):
+        if transport == "http":
+            yield HttpSession(client, timeout_s)
+            return
+        session = WsSession(base_url, timeout_s)
+        try:
+            yield session
+        finally:
+            await session.close()
+
+    return open_session
+
+
+def load_client(base_url: str, timeout_s: float) -> httpx.AsyncClient:
+    """The load generator's HTTP client: no connection limit, so every worker streams at once."""
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    return httpx.AsyncClient(base_url=base_url, timeout=timeout_s, limits=limits)

@@ -8,6 +8,9 @@
     # open loop (Poisson arrivals, req/s), against a running server, floor from an earlier run:
     python benchmarks/load.py --url http://127.0.0.1:8000 --mode open --sweep 0.5,1,2 \\
         --floor benchmarks/results/load_default_cpu.floor.json
+    # paced real-time listeners (paced.py): N streams of one long text each, arrivals over a 10 s ramp:
+    python benchmarks/load.py --start-server --model voices/default --mode paced --sweep 2,4,6 --ramp-s 10 \
+        --server-args "--max-lead-s 2" --transport both --ttfa-budget-ms 300 --out benchmarks/results/paced_cpu.json
 
 Per level (one concurrency C, or one arrival rate): TTFA p50/p95/p99 and the floor beside it
 (floor.py: one prefill + the decode steps of the first vocoder chunk + one vocoder chunk) with the
@@ -15,7 +18,9 @@ ratio TTFA/floor, inter-chunk gap p99, playback underruns (playback.py: a client
 at its first chunk; total and requests with any), RTF, aggregate audio-seconds per second, errors by
 code, engine queue gauges sampled from /metrics, and the engine step time if /metrics has a step
 counter. A sweep also reports the highest concurrency such that it and every lower level have zero
-underruns, no errors and TTFA p99 within --ttfa-budget-ms.
+underruns, no errors and TTFA p99 within --ttfa-budget-ms. Paced mode (paced.py) reports per level N
+the streams held (no error, no underrun) and the most in flight at once, and the sweep the highest N
+held whole within the TTFA budget.
 """
 
 import argparse
@@ -35,9 +40,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import machine  # noqa: E402
-from benchmarks.clients import http_request, ws_connect, ws_request  # noqa: E402
+from benchmarks.clients import load_client, session_factory  # noqa: E402
+from benchmarks import paced  # noqa: E402
 from benchmarks.loop import closed_loop, open_loop  # noqa: E402
-from benchmarks.playback import RequestRecord  # noqa: E402
 from benchmarks.plots import plot_sweep  # noqa: E402
 from benchmarks.server import engine_summary, scrape, started_server, wait_healthy  # noqa: E402
 from benchmarks.stats import by_kind, summarize  # noqa: E402
@@ -46,66 +51,11 @@ from benchmarks.texts import TextMix, parse_weights  # noqa: E402
 TRANSPORTS = {"http": ("http",), "ws": ("ws",), "both": ("http", "ws")}
 
 
-class HttpSession:
-    def __init__(self, client: httpx.AsyncClient, timeout_s: float):
-        self.client, self.timeout_s = client, timeout_s
-
-    async def request(self, text: str, kind: str) -> RequestRecord:
-        return await http_request(self.client, text, kind, self.timeout_s)
-
-
-class WsSession:
-    """One socket per session, reopened after a failed request (its state is unknown then)."""
-
-    def __init__(self, base_url: str, timeout_s: float):
-        self.base_url, self.timeout_s, self.ws = base_url, timeout_s, None
-
-    async def request(self, text: str, kind: str) -> RequestRecord:
-        if self.ws is None:
-            try:
-                self.ws = await ws_connect(self.base_url)
-            except Exception as e:
-                rec = RequestRecord("ws", kind, len(text), time.perf_counter())
-                rec.error = f"exc_connect_{type(e).__name__}"
-                return rec
-        rec = await ws_request(self.ws, text, kind, self.timeout_s)
-        if rec.error:
-            await self.close()
-        return rec
-
-    async def close(self) -> None:
-        if self.ws is not None:
-            with contextlib.suppress(Exception):
-                await self.ws.close()
-            self.ws = None
-
-
-def session_factory(transport: str, base_url: str, client: httpx.AsyncClient, timeout_s: float):
-    @contextlib.asynccontextmanager
-    async def open_session(_i: int):
-        if transport == "http":
-            yield HttpSession(client, timeout_s)
-            return
-        session = WsSession(base_url, timeout_s)
-        try:
-            yield session
-        finally:
-            await session.close()
-
-    return open_session
-
-
 async def sample_metrics(client: httpx.AsyncClient, every_s: float, out: list) -> None:
     while True:
         await asyncio.sleep(every_s)
         with contextlib.suppress(Exception):
             out.append(await scrape(client))
-
-
-def load_client(base_url: str, timeout_s: float) -> httpx.AsyncClient:
-    """The load generator's HTTP client: no connection limit, so every worker streams at once."""
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    return httpx.AsyncClient(base_url=base_url, timeout=timeout_s, limits=limits)
 
 
 def _client_ready() -> None:
@@ -165,6 +115,9 @@ async def run_level(base_url: str, transport: str, mode: str, level: float, a, f
         cpu0 = time.process_time()
         if mode == "closed" and a.client_processes > 1:
             records, wall, info = await closed_loop_processes(base_url, transport, int(level), a, seed)
+        elif mode == "paced":
+            records, wall, info = await paced.paced_level(base_url, transport, int(level), a.ramp_s, seed,
+                                                          a.stream_chars, a.request_timeout, a.client_processes)
         elif mode == "closed":
             records, wall, info = await closed_loop(open_session, int(level), a.duration, seed, a.mix)
         else:
@@ -252,7 +205,7 @@ def measure_floor(a, out: Path) -> dict:
 def parse_levels(a) -> list[float]:
     if a.sweep:
         return [float(x) for x in a.sweep.split(",")]
-    return [float(a.concurrency if a.mode == "closed" else a.rate)]
+    return [float(a.rate if a.mode == "open" else a.concurrency)]
 
 
 def main() -> None:
@@ -265,11 +218,14 @@ def main() -> None:
     p.add_argument("--server-args", default="", help="extra `uttera serve` flags, one string")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where floor.py runs its vocoder")
     p.add_argument("--transport", default="http", choices=tuple(TRANSPORTS))
-    p.add_argument("--mode", default="closed", choices=("closed", "open"))
-    p.add_argument("--concurrency", type=int, default=1, help="closed loop: workers")
+    p.add_argument("--mode", default="closed", choices=("closed", "open", "paced"))
+    p.add_argument("--concurrency", type=int, default=1, help="closed loop: workers; paced: streams")
     p.add_argument("--rate", type=float, default=1.0, help="open loop: arrivals per second")
-    p.add_argument("--sweep", default="", help="comma-separated concurrencies (closed) or rates (open)")
-    p.add_argument("--duration", type=float, default=20.0, help="seconds each level sends new requests")
+    p.add_argument("--sweep", default="", help="comma-separated concurrencies (closed), streams (paced) or rates (open)")
+    p.add_argument("--ramp-s", type=float, default=10.0, help="paced: client starts spread evenly over this many s")
+    p.add_argument("--stream-chars", type=int, default=600,
+                   help="paced: characters of each stream's text (the default voice: ~18 a second, 600 ~ 33 s of audio)")
+    p.add_argument("--duration", type=float, default=20.0, help="seconds each level sends new requests (not paced)")
     p.add_argument("--warmup", type=int, default=3, help="requests sent and dropped before each transport")
     p.add_argument("--mix", type=parse_weights, default=None, help="text kinds, e.g. short=0.4,medium=0.4,long=0.2")
     p.add_argument("--seed", type=int, default=0)
@@ -297,7 +253,8 @@ def main() -> None:
 
     def result(rows: list[dict], best=None) -> dict:
         return {**meta, "model": str(a.model), "server_args": a.server_args, "seed": a.seed, "mode": a.mode,
-                "duration_s": a.duration, "mix": a.mix or "default", "ttfa_budget_ms": a.ttfa_budget_ms,
+                "duration_s": a.duration, "mix": a.mix or "default",
+                **({"ramp_s": a.ramp_s, "stream_chars": a.stream_chars} if a.mode == "paced" else {}), "ttfa_budget_ms": a.ttfa_budget_ms,
                 "floor": floor_data, "best": best, "levels": rows}
 
     def run_all(base_url: str) -> list[dict]:
@@ -324,11 +281,11 @@ def main() -> None:
         wait_healthy(a.url)
         rows = run_all(a.url)
 
-    print_table(rows)
-    best = best_level(rows, a.ttfa_budget_ms) if a.mode == "closed" else None
+    (paced.print_table if a.mode == "paced" else print_table)(rows)
+    best = best_level(rows, a.ttfa_budget_ms) if a.mode != "open" else None
     if best is not None:
         for transport, b in best.items():
-            print(f"{transport}: highest concurrency with zero underruns, no errors"
+            print(f"{transport}: highest {'stream count' if a.mode == 'paced' else 'concurrency'} with zero underruns, no errors"
                   f"{'' if a.ttfa_budget_ms is None else f' and TTFA p99 <= {a.ttfa_budget_ms:g} ms'}: "
                   + ("none" if b is None else f"{b['level']:g} (TTFA p99 {b['ttfa_ms_p99']:.1f} ms, "
                                               f"{b['audio_s_per_s']:.2f} audio-s/s)"))
