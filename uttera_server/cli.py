@@ -105,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(serve, ServerConfig, "host", "interface to listen on")
     _flag(serve, ServerConfig, "port", "TCP port", type=int)
     _flag(serve, ServerConfig, "event_loop", "asyncio event loop of the server process", choices=EVENT_LOOPS)
+    _flag(serve, ServerConfig, "api_servers", "serving processes sharing one engine and one port",
+          unset="1 per 4 cores with a GPU, else 1", type=int)
     serve.add_argument("--graceful-shutdown-timeout", dest="graceful_shutdown_s", type=float,
                        default=argparse.SUPPRESS,
                        help=f"seconds active streams may finish after SIGTERM before they are cancelled "
@@ -185,9 +187,14 @@ def _log_model(synth) -> None:
 
 
 def _serve(config: ServerConfig, synth) -> int:
+    from .frontends import default_api_servers, serve_frontends
     from .serve import serve
 
-    log.info("uttera serving on http://%s:%d (engine: %s)", config.host, config.port, config.engine)
+    count = config.api_servers or default_api_servers()
+    log.info("uttera serving on http://%s:%d with %d serving process(es) (engine: %s)", config.host, config.port,
+             count, config.engine)
+    if count > 1:
+        return 0 if serve_frontends(config, count) else STARTUP_FAILURE
     return 0 if serve(config, synth) else STARTUP_FAILURE
 
 

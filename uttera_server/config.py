@@ -175,6 +175,9 @@ class ServerConfig:
     ws_min_chunk_chars: shortest piece of WebSocket text cut at a clause mark or by the max wait.
     ws_outbox_high_bytes / ws_outbox_low_bytes: audio queued for one slow WebSocket client; synthesis for
         that socket pauses above the high watermark and resumes below the low one.
+    api_servers: serving processes sharing one engine core (frontends.py; vLLM's multi-frontend
+        machinery), each serving whole HTTP streams and WebSocket sessions on one shared port. None:
+        one per 4 cores on a GPU host (at most 8), one on a CPU-only host.
     event_loop: the serving process's asyncio loop: "uvloop" (libuv, a dependency) or Python's own. Under
         load this one thread runs every stream's HTTP/WebSocket I/O and vLLM's per-step output handling,
         and it is what limits a GPU server (benchmarks/RESULTS.md), so its own overhead counts.
@@ -208,6 +211,7 @@ class ServerConfig:
     keep_alive_timeout_s: int = 5  # an idle keep-alive connection is closed after this long
     max_header_bytes: int = 32 << 10  # request line + headers
     max_header_count: int = 100
+    api_servers: int | None = None
     engine: EngineConfig = field(default_factory=EngineConfig)
 
     def __post_init__(self) -> None:
@@ -216,6 +220,8 @@ class ServerConfig:
                 f"model directory {self.model_dir} does not exist (--model); make a tiny development "
                 f"model with: python -m uttera_server.tiny_model DIR"
             )
+        if self.api_servers is not None:
+            _positive("api_servers (--api-servers)", self.api_servers)
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port (--port) must be in 0..65535, got {self.port}")
         _positive("max_input_chars (--max-input-chars)", self.max_input_chars)

@@ -1,6 +1,12 @@
 """Prometheus metrics of one app, in its own `CollectorRegistry` (so tests can build several apps).
 
 Engine queue gauges are read from `synth.engine_stats()` at scrape time, not pushed.
+
+Several serving processes (`--api-servers N`, frontends.py) share one Prometheus multiprocess directory
+(`PROMETHEUS_MULTIPROC_DIR`, set by the supervisor before they start): counters and histograms are
+summed over the processes, the stream and connection gauges too, so whichever process answers
+`/metrics` reports the whole server. The engine gauges (waiting, running, KV usage) are the engine's
+own figures as last reported to the answering process; the CPU counters are that process's.
 """
 
 import logging
@@ -11,6 +17,7 @@ from collections.abc import Callable, Iterator
 from enum import StrEnum
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import multiprocess
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -108,6 +115,9 @@ class ServerMetrics:
         streams in flight (HTTP responses and WebSocket contexts)."""
         self.registry = CollectorRegistry()
         r = self.registry
+        # Values in PROMETHEUS_MULTIPROC_DIR's files when it is set (prometheus_client decides at import).
+        self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        self._active = active_streams
         self.time_to_first_audio = Histogram(
             "uttera_time_to_first_audio_seconds", "From request (HTTP) or flush (WebSocket) to the first audio",
             ["transport"], buckets=LATENCY_BUCKETS, registry=r,
@@ -117,8 +127,10 @@ class ServerMetrics:
             "Synthesis wall time / audio duration, per completed HTTP request or WebSocket segment",
             buckets=RTF_BUCKETS, registry=r,
         )  # fmt: skip
-        self.active_streams = Gauge("uttera_active_streams", "Streams in flight", registry=r)
-        self.active_streams.set_function(active_streams)
+        self.active_streams = Gauge("uttera_active_streams", "Streams in flight", registry=r,
+                                    multiprocess_mode="livesum")
+        if not self.multiprocess:  # (each process refreshes its own share in `_refresh` instead)
+            self.active_streams.set_function(active_streams)
         self.requests = Counter(
             "uttera_requests", "Finished speech requests (a WebSocket context counts as one)",
             ["transport", "status"], registry=r,
@@ -133,20 +145,28 @@ class ServerMetrics:
         self.cancellations = Counter(
             "uttera_cancellations", "WebSocket contexts cancelled by the client (barge-in)", registry=r
         )  # fmt: skip
-        self.ws_connections = Gauge("uttera_ws_connections", "Open WebSocket connections", registry=r)
-        r.register(_EngineQueueCollector(engine_stats))
-        r.register(_ServerCpuCollector())
+        self.ws_connections = Gauge("uttera_ws_connections", "Open WebSocket connections", registry=r,
+                                    multiprocess_mode="livesum")
+        self._process_collectors = (_EngineQueueCollector(engine_stats), _ServerCpuCollector())
+        for collector in self._process_collectors:
+            r.register(collector)
         for transport in Transport:  # export every series from the start, at zero
             self.time_to_first_audio.labels(transport)
             for outcome in Outcome:
                 self.requests.labels(transport, outcome)
 
+    def _refresh(self) -> None:
+        if self.multiprocess:
+            self.active_streams.set(self._active())
+
     def first_audio(self, transport: Transport, seconds: float) -> None:
         self.time_to_first_audio.labels(transport).observe(seconds)
+        self._refresh()
 
     def request_finished(self, transport: Transport, outcome: Outcome, audio_s: float = 0.0) -> None:
         """Count one finished request and the seconds of audio it sent."""
         self.requests.labels(transport, outcome).inc()
+        self._refresh()
         if audio_s > 0:
             self.audio_seconds.inc(audio_s)
 
@@ -157,4 +177,11 @@ class ServerMetrics:
 
     def render(self) -> tuple[bytes, str]:
         """(body, content type) of the text exposition format."""
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        if not self.multiprocess:
+            return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        self._refresh()
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # every serving process's counters, summed
+        for collector in self._process_collectors:
+            registry.register(collector)
+        return generate_latest(registry), CONTENT_TYPE_LATEST

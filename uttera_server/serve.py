@@ -6,6 +6,9 @@ On SIGTERM or SIGINT:
    `ServerConfig.graceful_shutdown_s`;
 3. cancel the streams still running (HTTP responses are cut, WebSocket contexts get `error`
    shutting_down and the socket closes with 1001);
+3b. if streams are still stuck after CANCEL_WAIT_S (a client that stopped reading blocks its stream in
+   send()), abort every connection's transport, so no client can hold the process past
+   graceful_shutdown_s + CANCEL_WAIT_S + ABORT_WAIT_S (+ uvicorn's and the engine's close);
 4. uvicorn closes the remaining connections and runs the lifespan shutdown, which calls `synth.close()`.
 """
 
@@ -17,12 +20,14 @@ import uvicorn
 
 from .app import build_app
 from .config import ServerConfig
+from .http_limits import limited_protocol
 from .logs import uvicorn_log_config
 from .streams import ActiveStreams
 
 log = logging.getLogger(__name__)
 
 CANCEL_WAIT_S = 5.0  # step 3: how long cancelled streams may take to close
+ABORT_WAIT_S = 1.0  # step 3b: how long streams may take to end once their connections are cut
 
 
 class GracefulServer(uvicorn.Server):
@@ -38,8 +43,18 @@ class GracefulServer(uvicorn.Server):
             log.info("draining %d active stream(s) for up to %.1f s", self.streams.count, self.drain_timeout_s)
         if not await self._unless_forced(self.streams.drain(self.drain_timeout_s)):  # step 2
             log.warning("cancelling %d stream(s) still active", self.streams.count)
-            await self._unless_forced(self.streams.cancel_all(CANCEL_WAIT_S))  # step 3
+            if not await self._unless_forced(self.streams.cancel_all(CANCEL_WAIT_S)):  # step 3
+                # step 3b: a client that stopped reading blocks its stream in send(); cut it off
+                log.warning("closing %d connection(s) whose streams did not end", len(self.server_state.connections))
+                self._abort_connections()
+                await self._unless_forced(self.streams.cancel_all(ABORT_WAIT_S))
         await super().shutdown(sockets)  # step 4 (uvicorn skips the lifespan shutdown when forced)
+
+    def _abort_connections(self) -> None:
+        for connection in list(self.server_state.connections):
+            transport = getattr(connection, "transport", None)
+            if transport is not None:
+                transport.abort()  # drops unsent data; connection_lost unblocks the stream's send()
 
     async def _unless_forced(self, step) -> bool:
         """Run a shutdown step; a second Ctrl-C (uvicorn's `force_exit`) abandons it, as uvicorn does."""
@@ -53,9 +68,10 @@ class GracefulServer(uvicorn.Server):
         return False
 
 
-def serve(config: ServerConfig, synth) -> bool:
+def serve(config: ServerConfig, synth, sock: socket.socket | None = None) -> bool:
     """Serve `synth` (constructed, not started) until a signal; blocks. False if the server could not
-    start (e.g. the port is taken)."""
+    start (e.g. the port is taken). `sock`: a listening socket to serve on (shared by the serving
+    processes of `--api-servers`, frontends.py) instead of binding host:port."""
     app = build_app(config, synth)
     uv_config = uvicorn.Config(
         app,
@@ -63,6 +79,8 @@ def serve(config: ServerConfig, synth) -> bool:
         port=config.port,
         log_level=config.log_level,
         log_config=uvicorn_log_config(config.log_format),
+        http=limited_protocol(config),  # header deadline and size (http_limits.py)
+        timeout_keep_alive=config.keep_alive_timeout_s,
         ws="websockets-sansio",
         ws_max_size=config.ws_max_message_bytes,
         ws_per_message_deflate=False,  # PCM barely compresses; deflate would only cost CPU
@@ -71,5 +89,5 @@ def serve(config: ServerConfig, synth) -> bool:
         loop=config.event_loop,
     )
     server = GracefulServer(uv_config, app.state.uttera.streams, config.graceful_shutdown_s)
-    server.run()
+    server.run(sockets=[sock] if sock is not None else None)
     return server.started

@@ -212,6 +212,10 @@ class Synthesizer:
     def is_failed(self) -> bool:
         return self._engine.failed
 
+    def engine_args(self):
+        """The vLLM engine arguments this synthesizer starts (or joins) its engine with."""
+        return self._engine.engine_args()
+
     def engine_stats(self) -> EngineStats:
         return self._engine.stats
 
