@@ -42,7 +42,7 @@ def build_app(config: ServerConfig, synth) -> Starlette:
         created=int(time.time()),
     )
     routes = [
-        Route("/v1/audio/speech", create_speech, methods=["POST"]),
+        Route("/v1/audio/speech", create_speech, methods=["GET", "POST"]),
         WebSocketRoute("/v1/audio/speech/stream", speech_stream),
         Route("/v1/models", http_info.list_models),
         Route("/v1/audio/voices", http_info.list_voices),

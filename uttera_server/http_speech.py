@@ -1,8 +1,9 @@
 """`POST /v1/audio/speech`: OpenAI-compatible speech, streamed with chunked transfer as it is produced.
 
 The request is validated, and the synthesizer's own checks run (`Synthesizer.stream` raises before the
-first chunk), before any header leaves, so bad input gets a 4xx JSON error. Audio then streams: a WAV
-header with unknown length (or nothing, for `pcm`) and PCM s16le mono chunks as the engine makes them.
+first chunk), before any header leaves, so bad input gets a 4xx JSON error. Audio then streams, encoded
+chunk by chunk in the response format (audio_formats.py), raw or as SSE events (sse.py). `GET` takes the
+same fields as query parameters, so that `<audio src>` plays it progressively.
 A client disconnect or a shutdown cancel closes the synthesizer iterator, which aborts the engine request.
 """
 
@@ -18,12 +19,14 @@ from . import logs
 from .app_state import AppState
 from .errors import EngineNotReady, RequestTooLarge, ShuttingDown, UtteraError, as_uttera_error, error_payload
 from .metrics import Outcome, Transport
-from .speech_params import AudioFormat, SpeechParams, parse_speech_request
-from .wav import duration_s, pcm_bytes, streaming_wav_header
+from .audio_formats import MEDIA_TYPES, output_rate
+from .speech_params import AudioFormat, SpeechParams, StreamFormat, parse_speech_query, parse_speech_request
+from .sse import MEDIA_TYPE as SSE_MEDIA_TYPE
+from .sse import open_response_encoder
+from .wav import duration_s
 
 log = logging.getLogger(__name__)
 
-MEDIA_TYPES = {AudioFormat.WAV: "audio/wav", AudioFormat.PCM: "audio/pcm"}
 
 
 def error_response(exc: UtteraError, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -53,7 +56,10 @@ async def create_speech(request: Request) -> Response:
     try:
         if not state.streams.accepting:
             raise ShuttingDown()
-        params = parse_speech_request(await read_body(request, state.config.max_body_bytes), state.catalog)
+        if request.method == "GET":  # <audio src="/v1/audio/speech?input=...">
+            params = parse_speech_query(request.query_params, state.catalog)
+        else:
+            params = parse_speech_request(await read_body(request, state.config.max_body_bytes), state.catalog)
         synth = state.synth
         if not synth.is_ready():
             raise EngineNotReady()
@@ -88,11 +94,13 @@ class SpeechStreamResponse(Response):
         self.params = params
         self.received = received  # time.monotonic() when the request arrived
         self.status_code = 200
-        self.media_type = MEDIA_TYPES[params.response_format]
-        sample_rate = state.synth.sample_rate
+        sse = params.stream_format is StreamFormat.SSE
+        self.media_type = SSE_MEDIA_TYPE if sse else MEDIA_TYPES[params.response_format]
+        sample_rate = output_rate(params.response_format, state.synth.sample_rate)
+        fmt = params.response_format
         self.init_headers({
             "x-sample-rate": str(sample_rate),
-            "x-audio-format": "wav" if params.response_format is AudioFormat.WAV else "pcm_s16le",
+            "x-audio-format": "pcm_s16le" if fmt is AudioFormat.PCM else fmt.value,
             "x-audio-channels": "1",
             "x-request-id": request_id,
             "cache-control": "no-store",
@@ -132,14 +140,18 @@ class SpeechStreamResponse(Response):
                 metrics.first_audio(Transport.HTTP, time.monotonic() - self.received)
                 self._ttfa_ms = round(1000 * (time.monotonic() - self.received), 1)
             await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-            head = streaming_wav_header(sample_rate) if self.params.response_format is AudioFormat.WAV else b""
+            encoder = open_response_encoder(self.params, sample_rate)  # the format's (and SSE's) framing
             chunk = first
-            while chunk is not None:
-                pcm = pcm_bytes(chunk.pcm)
-                await send({"type": "http.response.body", "body": head + pcm, "more_body": True})
-                head, sent = b"", sent + len(pcm)
-                chunk = await self._next_chunk()
-            await send({"type": "http.response.body", "body": head, "more_body": False})
+            try:
+                while chunk is not None:
+                    body = encoder.encode(chunk.pcm)
+                    if body:  # a codec may hold a chunk smaller than its frame
+                        await send({"type": "http.response.body", "body": body, "more_body": True})
+                    sent += 2 * len(chunk.pcm)
+                    chunk = await self._next_chunk()
+                await send({"type": "http.response.body", "body": encoder.flush(), "more_body": False})
+            finally:
+                encoder.close()
             outcome = Outcome.OK
             metrics.synthesis_completed(time.monotonic() - self.received, duration_s(sent, sample_rate))
         except _Interrupted as i:

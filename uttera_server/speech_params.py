@@ -5,7 +5,7 @@ context's first text message), so both transports reject the same input with the
 """
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -36,8 +36,14 @@ class AudioFormat(StrEnum):
     MULAW = "mulaw"  # raw G.711 mu-law, 8 kHz (telephony)
 
 
+class StreamFormat(StrEnum):
+    AUDIO = "audio"  # the encoded audio itself, chunked
+    SSE = "sse"  # server-sent events: `speech.audio.delta` (base64 audio), then `speech.audio.done`
+
+
 _FORMATS = frozenset(f.value for f in AudioFormat)
 SUPPORTED_FORMATS = ", ".join(f.value for f in AudioFormat)
+_STREAM_FORMATS = frozenset(f.value for f in StreamFormat)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +70,7 @@ class SpeechParams:
     voice: str = DEFAULT_VOICE
     speed: float = 1.0  # 1.0 = the voice's natural rate
     response_format: AudioFormat = AudioFormat.WAV
+    stream_format: StreamFormat = StreamFormat.AUDIO
 
 
 _ABSENT = object()
@@ -131,6 +138,24 @@ def parse_speech_request(body: bytes, catalog: Catalog) -> SpeechParams:
         raise InvalidJSON(f"the body is not valid JSON ({e}): send a JSON object") from None
     if not isinstance(obj, dict):
         raise InvalidJSON(f"the body must be a JSON object, got {type(obj).__name__}")
+    return speech_params_of(obj, catalog)
+
+
+def parse_speech_query(query: Mapping[str, str], catalog: Catalog) -> SpeechParams:
+    """`GET /v1/audio/speech?input=...&voice=...` (for `<audio src>`): the body's fields as query
+    parameters, all strings; `model` may be left out, `speed` is a decimal number."""
+    obj: dict[str, object] = {"model": MODEL_ALIAS, **query}
+    if "speed" in query:
+        try:
+            obj["speed"] = float(query["speed"])
+        except ValueError:
+            raise InvalidType(f"the query parameter 'speed' must be a number, got {query['speed']!r}",
+                              param="speed") from None
+    return speech_params_of(obj, catalog)
+
+
+def speech_params_of(obj: dict, catalog: Catalog) -> SpeechParams:
+    """Validate the fields of an OpenAI speech request (a parsed JSON body or the query)."""
     model = get_str(obj, "model")
     text = get_str(obj, "input")
     voice = get_str(obj, "voice", DEFAULT_VOICE)
@@ -144,10 +169,12 @@ def parse_speech_request(body: bytes, catalog: Catalog) -> SpeechParams:
     check_voice(voice, catalog.voices)
     if fmt not in _FORMATS:
         raise UnsupportedFormat(f"response_format {fmt!r} is not supported; supported now: {SUPPORTED_FORMATS}")
-    if stream_format != "audio":
+    if stream_format not in _STREAM_FORMATS:
         raise UnsupportedFormat(
-            f"stream_format {stream_format!r} is not supported; only 'audio' (raw chunked audio) is",
+            f"stream_format {stream_format!r} is not supported; use 'audio' (the audio itself, chunked) or "
+            f"'sse' (server-sent events with base64 audio)",
             param="stream_format",
         )
     check_speed(speed)
-    return SpeechParams(text=text, voice=voice, speed=speed, response_format=AudioFormat(fmt))
+    return SpeechParams(text=text, voice=voice, speed=speed, response_format=AudioFormat(fmt),
+                        stream_format=StreamFormat(stream_format))

@@ -69,8 +69,8 @@ async def test_concurrent_requests(http):
     (speech(input="x" * (MAX_INPUT_CHARS + 1)), 400, "input_too_long", "input"),
     (speech(voice="nobody"), 400, "unknown_voice", "voice"),
     (speech(model="tts-1"), 404, "model_not_found", "model"),
-    (speech(response_format="mp3"), 400, "unsupported_format", "response_format"),
-    (speech(response_format="opus"), 400, "unsupported_format", "response_format"),
+    (speech(response_format="ogg"), 400, "unsupported_format", "response_format"),
+    (speech(response_format="opus", stream_format="jsonl"), 400, "unsupported_format", "stream_format"),
     (speech(speed=0.2), 400, "invalid_speed", "speed"),
     (speech(speed=4.5), 400, "invalid_speed", "speed"),
     (speech(speed="fast"), 400, "invalid_type", "speed"),
@@ -89,8 +89,8 @@ async def test_bad_input(http, body, status, code, param):
 
 
 async def test_unsupported_format_message_lists_the_supported_ones(http):
-    r = await http.post("/v1/audio/speech", json=speech(response_format="mp3"))
-    assert "wav, pcm" in r.json()["error"]["message"]
+    r = await http.post("/v1/audio/speech", json=speech(response_format="vorbis"))
+    assert "wav, pcm, mp3, opus, flac, aac, mulaw" in r.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("content, code", [

@@ -5,7 +5,14 @@ import json
 import pytest
 
 from uttera_server import errors as e
-from uttera_server.speech_params import AudioFormat, Catalog, SpeechParams, parse_speech_request
+from uttera_server.speech_params import (
+    AudioFormat,
+    Catalog,
+    SpeechParams,
+    StreamFormat,
+    parse_speech_query,
+    parse_speech_request,
+)
 
 CATALOG = Catalog(model_ids=frozenset({"uttera", "uttera-x"}), voices=frozenset({"default"}), max_input_chars=20)
 
@@ -34,8 +41,8 @@ def test_defaults_and_unknown_fields():
     ({"model": "uttera", "input": " \n\t"}, e.EmptyInput, "input"),
     ({"model": "uttera", "input": "x" * 21}, e.InputTooLong, "input"),
     ({"model": "uttera", "input": "Hi", "voice": "alloy"}, e.UnknownVoice, "voice"),
-    ({"model": "uttera", "input": "Hi", "response_format": "mp3"}, e.UnsupportedFormat, "response_format"),
-    ({"model": "uttera", "input": "Hi", "stream_format": "sse"}, e.UnsupportedFormat, "stream_format"),
+    ({"model": "uttera", "input": "Hi", "response_format": "ogg"}, e.UnsupportedFormat, "response_format"),
+    ({"model": "uttera", "input": "Hi", "stream_format": "jsonl"}, e.UnsupportedFormat, "stream_format"),
     ({"model": "uttera", "input": "Hi", "speed": 0.24}, e.InvalidSpeed, "speed"),
     ({"model": "uttera", "input": "Hi", "speed": 4.01}, e.InvalidSpeed, "speed"),
 ])  # fmt: skip
@@ -46,8 +53,24 @@ def test_bad_bodies(body, cls, param):
 
 
 def test_unsupported_format_names_the_supported_ones():
-    with pytest.raises(e.UnsupportedFormat, match="supported now: wav, pcm"):
-        parse(model="uttera", input="Hi", response_format="opus")
+    with pytest.raises(e.UnsupportedFormat, match="supported now: wav, pcm, mp3, opus, flac, aac, mulaw"):
+        parse(model="uttera", input="Hi", response_format="vorbis")
+
+
+@pytest.mark.parametrize("fmt", list(AudioFormat))
+def test_every_format_and_sse(fmt):
+    p = parse(model="uttera", input="Hi", response_format=fmt.value, stream_format="sse")
+    assert (p.response_format, p.stream_format) == (fmt, StreamFormat.SSE)
+
+
+def test_query_parameters():
+    q = parse_speech_query({"input": "Hi", "speed": "1.5", "response_format": "mp3"}, CATALOG)
+    assert q == SpeechParams("Hi", speed=1.5, response_format=AudioFormat.MP3)
+    with pytest.raises(e.InvalidType) as info:
+        parse_speech_query({"input": "Hi", "speed": "fast"}, CATALOG)
+    assert info.value.param == "speed"
+    with pytest.raises(e.UnknownModel):
+        parse_speech_query({"input": "Hi", "model": "tts-1"}, CATALOG)
 
 
 @pytest.mark.parametrize("body", [b"{", b"[]", b'"text"', b"\xff\xfe", b""])
