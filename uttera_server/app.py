@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 
-from . import http_info
+from . import guard, http_info
 from .app_state import AppState
 from .config import ServerConfig
 from .http_speech import create_speech
@@ -50,7 +50,7 @@ def build_app(config: ServerConfig, synth) -> Starlette:
         Route("/metrics", http_info.metrics),
     ]
     app = Starlette(routes=routes, lifespan=_lifespan, exception_handlers={HTTPException: _http_error},
-                    middleware=[Middleware(RequestIdMiddleware)])  # x-request-id, log context (logs.py)
+                    middleware=[Middleware(RequestIdMiddleware), *guard.middleware(config, state)])  # x-request-id, log context (logs.py)
     app.state.uttera = state
     return app
 

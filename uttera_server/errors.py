@@ -6,11 +6,17 @@
         ContextConflict, TooManyContexts  (WebSocket only)
         UnknownModel                    HTTP 404
         RequestTooLarge                 HTTP 413
+        Unauthorized                    HTTP 401: a missing or wrong API key
+        OriginNotAllowed                HTTP 403: a browser Origin not in --cors-origins
+        RequestTimeout                  HTTP 408: the headers or body came too slowly
+        UnsupportedMediaType            HTTP 415: a JSON body without Content-Type: application/json
+        HeadersTooLarge                 HTTP 431
         MalformedRequest                the body or message does not parse or has the wrong shape;
           InvalidJSON, InvalidType,     over WebSocket the server answers `error` and closes with 1008
           MissingField, UnknownMessageType, BinaryNotSupported
       ServiceUnavailable                retry later (HTTP 503)
         EngineNotReady, ShuttingDown
+        Overloaded                      HTTP 429 with Retry-After; WebSocket close 1013 (admission control)
       SynthesisFailed                   the engine failed during a request (HTTP 500)
       ServerFault                       the server's own machinery failed (WebSocket: close 1011)
     ConfigError (ValueError)            invalid server or engine configuration (the CLI exits with 2)
@@ -22,6 +28,7 @@ error `type`, and (for `MalformedRequest`) closing the WebSocket.
 from typing import ClassVar
 
 WS_POLICY_VIOLATION = 1008  # RFC 6455 close code for a message that violates the protocol
+WS_TRY_AGAIN_LATER = 1013  # RFC 6455 close code: the server is overloaded, retry later
 
 
 class UtteraError(Exception):
@@ -96,6 +103,37 @@ class RequestTooLarge(InvalidRequest):
     default_message = "request body is too large"
 
 
+class Unauthorized(InvalidRequest):
+    code = "invalid_api_key"
+    http_status = 401
+    default_message = ("missing or wrong API key: send Authorization: Bearer KEY (WebSocket: also "
+                       "?api_key=KEY or the subprotocol uttera.api-key.KEY)")
+
+
+class OriginNotAllowed(InvalidRequest):
+    code = "origin_not_allowed"
+    http_status = 403
+    default_message = "this Origin may not use the API: start the server with --cors-origins listing it"
+
+
+class RequestTimeout(InvalidRequest):
+    code = "request_timeout"
+    http_status = 408
+    default_message = "the request was not received in time: send the headers and body without pausing"
+
+
+class UnsupportedMediaType(InvalidRequest):
+    code = "unsupported_media_type"
+    http_status = 415
+    default_message = "the body must be JSON: send Content-Type: application/json"
+
+
+class HeadersTooLarge(InvalidRequest):
+    code = "headers_too_large"
+    http_status = 431
+    default_message = "too many or too large request headers: send fewer"
+
+
 class ContextConflict(InvalidRequest):
     code = "context_conflict"
     param = "context_id"
@@ -154,6 +192,16 @@ class EngineNotReady(ServiceUnavailable):
 class ShuttingDown(ServiceUnavailable):
     code = "shutting_down"
     default_message = "the server is shutting down: retry on another instance"
+
+
+class Overloaded(ServiceUnavailable):
+    """Admission control refused the request before any engine work (`--max-waiting`, `--max-connections`)."""
+
+    code = "overloaded"
+    http_status = 429
+    ws_close_code: ClassVar[int] = WS_TRY_AGAIN_LATER
+    retry_after_s: ClassVar[int] = 1
+    default_message = "the server is at capacity: retry after the Retry-After seconds"
 
 
 class SynthesisFailed(UtteraError):

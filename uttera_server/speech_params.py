@@ -106,7 +106,21 @@ def get_str(obj: dict, name: str, default: object = _ABSENT) -> str:
 def get_number(obj: dict, name: str, default: object = _ABSENT) -> float:
     """`obj[name]` as a float (JSON numbers only: booleans and numeric strings are refused)."""
     value = _get(obj, name, default, _is_number, "a number")
-    return float(value) if _is_number(value) else value
+    if not _is_number(value):
+        return value
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond float range (~1e308) is the client's mistake, not ours
+        raise InvalidType(f"the field {name!r} is out of range", param=name) from None
+
+
+def loads_json(data: str | bytes, what: str) -> object:
+    """`json.loads`, with every parse failure as `InvalidJSON`: besides syntax errors, integers over
+    Python's 4,300-digit limit (ValueError) and nesting deeper than the parser's recursion limit."""
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
+        raise InvalidJSON(f"{what} is not valid JSON ({str(e)[:200]}): send a JSON object") from None
 
 
 def check_text(text: str, max_chars: int) -> None:
@@ -132,10 +146,7 @@ def check_speed(speed: float) -> None:
 def parse_speech_request(body: bytes, catalog: Catalog) -> SpeechParams:
     """Parse an OpenAI `POST /v1/audio/speech` body. Unknown fields are ignored, as OpenAI clients
     send fields (`instructions`, ...) this server does not use."""
-    try:
-        obj = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InvalidJSON(f"the body is not valid JSON ({e}): send a JSON object") from None
+    obj = loads_json(body, "the body")
     if not isinstance(obj, dict):
         raise InvalidJSON(f"the body must be a JSON object, got {type(obj).__name__}")
     return speech_params_of(obj, catalog)

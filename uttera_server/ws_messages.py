@@ -14,12 +14,11 @@ Server -> client:
     {"type": "error", "code", "message", "context_id"?}
 """
 
-import json
 from dataclasses import dataclass
 from enum import StrEnum
 
 from .errors import InvalidJSON, InvalidType, UnknownMessageType, UtteraError
-from .speech_params import get_number, get_str
+from .speech_params import get_number, get_str, loads_json
 
 DEFAULT_CONTEXT = "default"
 AUDIO_FRAME = 0x01  # first byte of a binary audio frame
@@ -75,10 +74,7 @@ def parse_idle_timeout(query: dict[str, str], server_max_s: float) -> float:
 
 def parse_client_message(data: str) -> ClientMessage:
     """One client text message -> `ClientMessage`; raises `MalformedRequest` subclasses."""
-    try:
-        obj = json.loads(data)
-    except json.JSONDecodeError as e:
-        raise InvalidJSON(f"message is not valid JSON ({e}): send a JSON object") from None
+    obj = loads_json(data, "message")
     if not isinstance(obj, dict):
         raise InvalidJSON(f"each message must be a JSON object, got {type(obj).__name__}")
     kind = get_str(obj, "type")

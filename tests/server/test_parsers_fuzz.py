@@ -1,0 +1,52 @@
+"""Fuzzing, in bounded time, of the two parsers that take raw client input: the WebSocket message parser
+and the HTTP speech body parser. Whatever the input, the answer is a parsed value or a typed client
+error (`InvalidRequest`: HTTP 4xx, WebSocket `error`/1008), never another exception (which would be a
+500 / 1011). Examples are derandomized by the `reproducible` profile (tests/conftest.py)."""
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from uttera_server.errors import InvalidRequest
+from uttera_server.speech_params import Catalog, SpeechParams, parse_speech_request
+from uttera_server.ws_messages import ClientMessage, parse_client_message
+
+CATALOG = Catalog(model_ids=frozenset({"uttera"}), voices=frozenset({"default"}), max_input_chars=100)
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+numbers = st.one_of(st.integers(), st.integers(min_value=10**300, max_value=10**1000), st.floats(),
+                    st.just(float("inf")), st.just(float("nan")))
+scalars = st.one_of(st.none(), st.booleans(), numbers, st.text(max_size=30))
+values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                       st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+                      max_leaves=12)
+field_names = st.sampled_from(["type", "text", "context_id", "voice", "speed", "model", "input",
+                               "response_format", "stream_format", "x"])
+objects = st.dictionaries(field_names, st.one_of(values, st.sampled_from(
+    ["text", "flush", "end", "cancel", "keepalive", "uttera", "default", "wav", "pcm", "audio"])), max_size=6)
+
+
+def _dumps(obj) -> str:
+    try:
+        return json.dumps(obj)  # allow_nan: Infinity and NaN are what some clients send
+    except ValueError:  # an int over the 4,300-digit limit cannot be written either
+        return '{"speed": ' + "9" * 5000 + "}"
+
+
+@FUZZ
+@given(st.one_of(objects.map(_dumps), st.text(max_size=200)))
+def test_websocket_messages_parse_or_fail_typed(data):
+    try:
+        assert isinstance(parse_client_message(data), ClientMessage)
+    except InvalidRequest:
+        pass
+
+
+@FUZZ
+@given(st.one_of(objects.map(lambda o: _dumps(o).encode()), st.binary(max_size=200)))
+def test_speech_bodies_parse_or_fail_typed(body):
+    try:
+        assert isinstance(parse_speech_request(body, CATALOG), SpeechParams)
+    except InvalidRequest:
+        pass

@@ -1,0 +1,52 @@
+"""SIGTERM with clients that stop reading: the process still exits within the grace period plus a fixed
+bound (serve.py: CANCEL_WAIT_S, then the connections are cut, ABORT_WAIT_S, then uvicorn and the engine
+close), on a server of its own."""
+
+import asyncio
+import json
+import signal
+import socket
+import time
+
+from websockets.asyncio.client import connect
+
+from _server_process import MAX_INPUT_CHARS, start_server, timeout
+from _speech_client import recv_json
+
+GRACE_S = 2.0  # --graceful-shutdown-timeout
+BOUND_S = 15.0  # CANCEL_WAIT_S 5 + ABORT_WAIT_S 1 + uvicorn's close + the engine's close, with margin
+TEXT = ("A long answer that a client asked for and then stopped reading, so the server's writes block. "
+        * 20)[:MAX_INPUT_CHARS]
+
+
+async def test_sigterm_with_non_reading_clients_exits_within_the_bound(model_dir, tmp_path):
+    server = start_server(model_dir, tmp_path / "server.log", ("--graceful-shutdown-timeout", str(GRACE_S)))
+    host, port = server.url.removeprefix("http://").split(":")
+    try:
+        # HTTP: a long response nobody reads; a tiny receive buffer, so the server's writes block soon
+        http = socket.socket()
+        http.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        http.connect((host, int(port)))
+        body = json.dumps({"model": "uttera", "input": TEXT}).encode()
+        http.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        # WebSocket: two long contexts, then the client stops reading (max_queue=1: the library stops too)
+        ws_url = server.url.replace("http://", "ws://") + "/v1/audio/speech/stream"
+        async with connect(ws_url, max_queue=1, open_timeout=timeout(30), close_timeout=1) as ws:
+            for cid in ("a", "b"):
+                await ws.send(json.dumps({"type": "text", "text": TEXT, "context_id": cid}))
+                await ws.send(json.dumps({"type": "flush", "context_id": cid}))
+            assert (await recv_json(ws))["type"] == "started"
+            http.settimeout(timeout(60))
+            assert http.recv(1)  # the HTTP response has begun (its first audio is out)
+            ws.transport.pause_reading()  # from here on neither client reads
+            server.proc.send_signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            status = await asyncio.to_thread(server.proc.wait, timeout(GRACE_S + BOUND_S) + 30)
+            elapsed = time.monotonic() - signalled
+        http.close()
+        print(f"\nexit {status} {elapsed:.1f} s after SIGTERM (grace {GRACE_S} s)")
+        assert elapsed < timeout(GRACE_S + BOUND_S), server.log_tail(80)
+        assert "closing the engine" in server.log_tail(200)
+    finally:
+        server.stop()
