@@ -39,13 +39,26 @@ install: $(VENV)/.installed
 
 dev: $(VENV)/.dev
 
+# The deployment tests (tests/deploy) run nginx and Prometheus from Debian's packages; CI runs as root on
+# Debian. Only `make test` needs them, not `make serve`. (On a host with systemd the packages also start
+# their own services on ports 80 and 9090; the tests start private instances on free ports.)
+DEBIAN_DEPS := nginx prometheus
+$(VENV)/.debian-deps: | $(BIN)/python
+	@missing=; for p in $(DEBIAN_DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  echo "installing Debian packages:$$missing"; \
+	  $$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q $$missing; \
+	fi
+	touch $@
+
 $(TINY_MODEL)/config.json: | $(VENV)/.installed
 	$(BIN)/python -m uttera_server.tiny_model $(TINY_MODEL)
 
 serve: install $(if $(filter $(TINY_MODEL),$(MODEL)),$(TINY_MODEL)/config.json)
 	$(BIN)/uttera serve --model $(MODEL) --host $(HOST) --port $(PORT) $(ARGS)
 
-test: dev
+test: dev $(VENV)/.debian-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
