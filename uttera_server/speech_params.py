@@ -138,6 +138,14 @@ def check_voice(voice: str, voices: frozenset[str]) -> None:
         raise UnknownVoice(f"unknown voice {voice!r}; available: {', '.join(sorted(voices))}")
 
 
+def parse_format(value: str, param: str = "response_format") -> AudioFormat:
+    """`value` as an `AudioFormat`, or `UnsupportedFormat` naming the supported ones."""
+    if value not in _FORMATS:
+        raise UnsupportedFormat(f"{param} {value!r} is not supported; supported now: {SUPPORTED_FORMATS}",
+                                param=param)
+    return AudioFormat(value)
+
+
 def check_speed(speed: float) -> None:
     if not MIN_SPEED <= speed <= MAX_SPEED:
         raise InvalidSpeed(f"speed must be a number from {MIN_SPEED} to {MAX_SPEED}, got {speed}")

@@ -10,6 +10,10 @@ or when the segment finishes. `flush` places a mark in the same ordered work lis
 when everything before the mark has been sent. `end` finishes the context with `done` once its work
 list is empty.
 
+Audio goes out in the context's format through its `StreamEncoder` (audio_formats.py): PCM as it comes,
+codecs in whole frames, so up to one codec frame of a flushed text's audio leaves only with later audio or
+with `done` (the encoder is flushed, and the stream ended, only then). Timings count PCM, not encoded bytes.
+
 Times are seconds of a monotonic clock, passed in by the caller.
 """
 
@@ -18,8 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum, auto
 
+import numpy as np
+
 from . import ws_messages as wire
+from .audio_formats import open_encoder
 from .playout import PlayoutClock
+from .speech_params import AudioFormat
 from .text_chunker import ChunkerConfig, TextChunker
 from .wav import duration_s
 from .word_clock import WordTiming
@@ -73,8 +81,10 @@ class _FlushMark:
 
 class ContextStream:
     def __init__(self, context_id: str, voice: str, speed: float, config: ContextConfig,
-                 new_segment_id: Callable[[], int]):
+                 new_segment_id: Callable[[], int], audio_format: AudioFormat = AudioFormat.PCM):
         self.id = context_id
+        self.audio_format = audio_format
+        self.encoder = open_encoder(audio_format, config.sample_rate)
         self.voice = voice
         self.speed = speed
         self.config = config
@@ -86,6 +96,11 @@ class ContextStream:
         self._chunker = TextChunker(config.chunking)
         self._work: deque[_Work | _FlushMark] = deque()
         self._playout = PlayoutClock()
+
+    @property
+    def format_name(self) -> str:
+        """The `format` of the `started` message: `pcm_s16le` for raw PCM, else the format's name."""
+        return wire.PCM_FORMAT if self.audio_format is AudioFormat.PCM else self.audio_format.value
 
     # --- queries ------------------------------------------------------------------------------------
 
@@ -152,6 +167,7 @@ class ContextStream:
         running = [w.segment for w in self._work if isinstance(w, _Work) and w.state is SegmentState.RUNNING]
         self._work.clear()
         self.state = ContextState.FINISHED
+        self.encoder.close()
         return [StopSynthesis(s) for s in running]
 
     # --- synthesis events ---------------------------------------------------------------------------
@@ -230,6 +246,9 @@ class ContextStream:
                 running += 1
         if not self._work and self.state is ContextState.ENDING:
             self.state = ContextState.FINISHED
+            tail = self.encoder.flush()  # the codec's last frame and the container's end
+            if tail:
+                actions.append(SendAudio(self.id, wire.encode_audio_frame(self.id, tail)))
             actions.append(SendMessage(wire.done(self.id, self.audio_ms, self.characters)))
         return actions
 
@@ -238,7 +257,9 @@ class ContextStream:
         if self._playout.sent(duration_s(len(pcm), self.config.sample_rate), now, work.segment.since):
             actions.append(Underrun(self.id))
         self.audio_bytes += len(pcm)
-        actions.append(SendAudio(self.id, wire.encode_audio_frame(self.id, pcm)))
+        encoded = self.encoder.encode(np.frombuffer(pcm, dtype="<i2"))
+        if encoded:
+            actions.append(SendAudio(self.id, wire.encode_audio_frame(self.id, encoded)))
         return actions
 
     def _timestamps(self, work: _Work) -> list[Action]:

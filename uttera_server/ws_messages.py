@@ -1,12 +1,13 @@
 """Wire format of `WebSocket /v1/audio/speech/stream`, without I/O (docs/protocol.md is the reference).
 
 Client -> server, JSON text messages (`context_id` optional, default "default"):
-    {"type": "text", "text": str, "context_id"?, "voice"?: str, "speed"?: number}
+    {"type": "text", "text": str, "context_id"?, "voice"?: str, "speed"?: number, "format"?: str}
     {"type": "flush" | "end" | "cancel", "context_id"?}
     {"type": "keepalive"}
 Server -> client:
-    {"type": "started", "context_id", "sample_rate", "format": "pcm_s16le"}
-    binary audio frame: 0x01, n (1 byte), context id (n bytes of UTF-8), PCM s16le mono
+    {"type": "started", "context_id", "sample_rate", "format": "pcm_s16le" | "wav" | "mp3" | ...}
+    binary audio frame: 0x01, n (1 byte), context id (n bytes of UTF-8), the next bytes of the context's
+        audio stream in its format (PCM s16le mono by default)
     {"type": "timestamps", "context_id", "words": [{"word", "start_ms", "end_ms", "char_start", "char_end"}]}
     {"type": "flushed", "context_id"}
     {"type": "done", "context_id", "audio_ms", "usage": {"characters", "audio_ms"}}
@@ -44,6 +45,7 @@ class ClientMessage:
     text: str = ""  # TEXT only
     voice: str | None = None  # TEXT only; None = not given
     speed: float | None = None  # TEXT only; None = not given
+    format: str | None = None  # TEXT only; an AudioFormat value; None = not given (pcm)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,7 @@ def parse_client_message(data: str) -> ClientMessage:
         text=get_str(obj, "text"),
         voice=get_str(obj, "voice", None),
         speed=get_number(obj, "speed", None),
+        format=get_str(obj, "format", None),
     )
 
 
@@ -114,8 +117,9 @@ def decode_audio_frame(frame: bytes) -> tuple[str, bytes]:
     return frame[2 : 2 + n].decode(), frame[2 + n :]
 
 
-def started(context_id: str, sample_rate: int) -> dict:
-    return {"type": "started", "context_id": context_id, "sample_rate": sample_rate, "format": PCM_FORMAT}
+def started(context_id: str, sample_rate: int, fmt: str = PCM_FORMAT) -> dict:
+    """`sample_rate`: Hz of the context's audio as encoded (48 kHz for opus, 8 kHz for mulaw)."""
+    return {"type": "started", "context_id": context_id, "sample_rate": sample_rate, "format": fmt}
 
 
 def timestamps(context_id: str, words: list[WordTime]) -> dict:

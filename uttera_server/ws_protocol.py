@@ -34,7 +34,7 @@ from .errors import (
     UtteraError,
 )
 from .metrics import Outcome
-from .speech_params import DEFAULT_VOICE, check_speed, check_voice
+from .speech_params import DEFAULT_VOICE, AudioFormat, check_speed, check_voice, parse_format
 from .text_chunker import ChunkerConfig
 from .word_clock import WordTiming
 from .ws_actions import (
@@ -225,7 +225,8 @@ class SpeechSessionProtocol:
                 ctx = self._open(msg)
             except UtteraError as e:
                 return [SendMessage(wire.error(e, msg.context_id)), RequestRejected(e.code)]
-            actions += [StreamOpened(ctx.id), SendMessage(wire.started(ctx.id, self.limits.sample_rate))]
+            actions += [StreamOpened(ctx.id), SendMessage(wire.started(ctx.id, ctx.encoder.sample_rate,
+                                                                        ctx.format_name))]
         else:
             problem = self._conflict(ctx, msg)
             if problem is not None:
@@ -282,7 +283,8 @@ class SpeechSessionProtocol:
         speed = 1.0 if msg.speed is None else msg.speed
         check_voice(voice, self.limits.voices)
         check_speed(speed)
-        ctx = ContextStream(msg.context_id, voice, speed, self._context_config, self._new_segment_id)
+        fmt = AudioFormat.PCM if msg.format is None else parse_format(msg.format, param="format")
+        ctx = ContextStream(msg.context_id, voice, speed, self._context_config, self._new_segment_id, fmt)
         self._contexts[ctx.id] = ctx
         return ctx
 
@@ -294,8 +296,10 @@ class SpeechSessionProtocol:
     def _conflict(ctx: ContextStream, msg: wire.ClientMessage) -> str | None:
         if ctx.state is ContextState.ENDING:
             return f"context {ctx.id!r} is ending: wait for its done message before sending text to it"
-        if (msg.voice is not None and msg.voice != ctx.voice) or (msg.speed is not None and msg.speed != ctx.speed):
-            return f"voice and speed of context {ctx.id!r} are set by its first text message and cannot change"
+        if ((msg.voice is not None and msg.voice != ctx.voice) or (msg.speed is not None and msg.speed != ctx.speed)
+                or (msg.format is not None and msg.format != ctx.audio_format.value)):
+            return (f"voice, speed and format of context {ctx.id!r} are set by its first text message and "
+                    f"cannot change")
         return None
 
     def _after(self, ctx: ContextStream, actions: list[Action]) -> list[Action]:
