@@ -19,7 +19,8 @@ async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "shutting_down"}, 503)
     if not synth.is_ready():
         return JSONResponse({"status": "starting"}, 503)
-    return JSONResponse({"status": "ok"})
+    # Which serving process answered (`--api-servers`): 0 with one.
+    return JSONResponse({"status": "ok", "serving_process": getattr(synth, "sink", 0)})
 
 
 async def list_models(request: Request) -> JSONResponse:
