@@ -309,7 +309,9 @@ class StreamingVocoder:
                     self._stream.wait_stream(after)
                 elif on_gpu:
                     self._stream.wait_stream(torch.cuda.current_stream(self.device))
-                for t in on_gpu:  # keep the producer's allocator from reusing them too early
+                # Keep the producer's allocator from reusing them too early: once per storage (the
+                # in-engine vocoder's frames are rows of one step tensor).
+                for t in {t.untyped_storage().data_ptr(): t for t in on_gpu}.values():
                     t.record_stream(self._stream)
             meta = np.array([[st.slot for st in rows], lengths, skips], dtype=np.int64)
             bucket = self._graphs.get(len(rows), n) if self._graphs is not None else None
@@ -354,12 +356,37 @@ class StreamingVocoder:
         self._pool.scatter(slots, caches, tail)
         return wave
 
+    def _gather(self, batch: Tensor, seqs: list[list[np.ndarray | Tensor]]) -> bool:
+        """Fill `batch` from device frames in three launches (cat, index upload, scatter) instead of one
+        copy per part: the in-engine vocoder hands one `(frames_per_step, n_mels)` view per stream per
+        engine step, hundreds per pass. Host parts may only be the zero lookahead padding of a finishing
+        stream (already zeros in `batch`); returns False, doing nothing, for any other mix."""
+        parts, dest = [], []
+        n = batch.shape[1]
+        for b, seq in enumerate(seqs):
+            at = 0
+            for p in seq:
+                k = p.shape[0]
+                if isinstance(p, Tensor):
+                    parts.append(p)
+                    dest.append(np.arange(b * n + at, b * n + at + k))
+                elif p.any():
+                    return False
+                at += k
+        if not parts:
+            return True
+        index = self._to_device(torch.from_numpy(np.concatenate(dest)))
+        batch.view(-1, batch.shape[2]).index_copy_(0, index, torch.cat(parts).to(torch.float32))
+        return True
+
     def _batch_mel(self, seqs: list[list[np.ndarray | Tensor]], n: int, rows: int | None = None) -> Tensor:
         """Right-padded `(rows, n_mels, n)` float32 batch (`rows` >= len(seqs), default len(seqs)) on
         the vocoder's device; host frames are assembled with numpy and moved in one copy."""
         shape = (rows or len(seqs), n, self.config.n_mels)
         on_gpu = any(isinstance(p, Tensor) for parts in seqs for p in parts)
         batch = torch.zeros(shape, dtype=torch.float32, device=self.device) if on_gpu else np.zeros(shape, np.float32)
+        if on_gpu and self._gather(batch, seqs):
+            return batch.transpose(1, 2)
         for b, parts in enumerate(seqs):
             at = 0
             for p in parts:
