@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 SPEECH_PATH = "/v1/audio/speech"
 UNMETERED_PATHS = frozenset({"/health", "/metrics"})  # never shed: probes must answer under overload
+PUBLIC_PATHS = frozenset({"/health", "/", "/openapi.json"})  # no key: a probe, and pages that hold no data
+PUBLIC_PREFIXES = ("/playground/",)  # the playground's static files (its API calls need the key)
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
@@ -80,7 +82,7 @@ class Guard:
         c = state.config
         self.config = c
         self.keys = security.ApiKeys(c.api_keys)
-        self.open_paths = frozenset({"/health"} if c.metrics_auth else {"/health", "/metrics"})
+        self.open_paths = PUBLIC_PATHS if c.metrics_auth else PUBLIC_PATHS | {"/metrics"}
         self.admission = Admission(c.max_connections, c.max_waiting,
                                    lambda: state.synth.engine_stats().num_waiting)
         self.metrics = ExposureMetrics(state.metrics.registry)
@@ -93,10 +95,13 @@ class Guard:
         else:
             await self.app(scope, receive, send)
 
+    def _public(self, path: str) -> bool:
+        return path in self.open_paths or path.startswith(PUBLIC_PREFIXES)
+
     # --- HTTP ---
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers, path = scope["headers"], scope["path"]
-        if self.keys.enabled and path not in self.open_paths and not self.keys.accepts(
+        if self.keys.enabled and not self._public(path) and not self.keys.accepts(
                 security.bearer_token(security.header(headers, b"authorization"))):
             await self._refuse(send, Unauthorized(), "unauthorized", {"www-authenticate": "Bearer"})
             return
