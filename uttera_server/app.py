@@ -25,6 +25,7 @@ from .logs import RequestIdMiddleware
 from .metrics import ServerMetrics
 from .speech_params import Catalog
 from .streams import ActiveStreams
+from .web import routes as _web_routes
 from .ws_stream import speech_stream
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ def build_app(config: ServerConfig, synth) -> Starlette:
         Route("/v1/audio/voices", http_info.list_voices),
         Route("/health", http_info.health),
         Route("/metrics", http_info.metrics),
+        *_web_routes(),  # the playground at /, /openapi.json
     ]
     app = Starlette(routes=routes, lifespan=_lifespan, exception_handlers={HTTPException: _http_error},
                     middleware=[Middleware(RequestIdMiddleware), *guard.middleware(config, state)])  # x-request-id, log context (logs.py)
