@@ -99,3 +99,18 @@ def test_middleware_websocket_handshake():
         with client.websocket_connect("/ws", headers={"x-request-id": "ws-9"}) as ws:
             assert ws.receive_json() == {"request_id": "ws-9", "transport": "websocket"}
             assert dict(ws.extra_headers or [])[b"x-request-id"] == b"ws-9"
+
+
+def test_log_format_flag(tiny_model_dir):
+    from uttera_server.cli import build_config, build_parser
+    from uttera_server.config import ServerConfig
+    from uttera_server.errors import ConfigError
+
+    parser = build_parser()
+    base = ["serve", "--model", str(tiny_model_dir)]
+    assert build_config(parser.parse_args(base)).log_format == "text"
+    assert build_config(parser.parse_args([*base, "--log-format", "json"])).log_format == "json"
+    with pytest.raises(SystemExit):
+        parser.parse_args([*base, "--log-format", "yaml"])
+    with pytest.raises(ConfigError, match="--log-format"):
+        ServerConfig(model_dir=tiny_model_dir, log_format="yaml")
