@@ -19,6 +19,14 @@
 #   (A/B steps alternate their variants for ROUNDS rounds, default 2; each server start ~45 s, each level ~8 s)
 #   bash benchmarks/gpu_suite.sh interval    default voice, http at C = 64,128,256: --stream-interval 1 vs 2
 #   bash benchmarks/gpu_suite.sh pacing      default voice, http at C = 64,128,256: --max-lead-s 1 vs none
+#   bash benchmarks/gpu_suite.sh plain       engine step time, stock vLLM Llama of the voice's dimensions vs ours,
+#                                            at 16,64,256,1024 rows, alternated (plain_vllm.py; ~5 min)
+#   bash benchmarks/gpu_suite.sh evcheck     in-engine vocoder vs the serving process's: same texts, PCM SNR, TTFA
+#   bash benchmarks/gpu_suite.sh arch        closed loop A/B: one serving process + its own vocoder (old) vs
+#                                            --api-servers 4 + the vocoder in the engine (new), C = 64,256,1024
+#   bash benchmarks/gpu_suite.sh paced       default voice, paced real-time streams (~33 s of audio each, arrivals
+#                                            over a 10 s ramp) at N = 64,256,512,1024, http then ws, one server with
+#                                            --api-servers 4 --max-lead-s 2 (~8 min; SWEEP=... to cut it)
 # A closed-loop level past saturation runs until its requests drain: 512 streams took 77 s on 2026-12-02.
 set -u
 n=0
@@ -110,7 +118,23 @@ driver)   ab driver 64,128 "thread=--vocoder-driver thread" "loop=--vocoder-driv
 graphs)   ab graphs 64,128,256 "on=--vocoder-cuda-graphs" "off=" ;;
 interval) ab interval 64,128,256 "1=--stream-interval 1" "2=--stream-interval 2" ;;
 pacing)   ab pacing 64,128,256 "1=--max-lead-s 1" "none=" ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing" >&2; exit 2 ;;
+plain)
+  run $PY benchmarks/plain_vllm.py --model voices/default --server-args "$ARGS" --rows "${ROWS:-16,64,256,1024}" \
+    --steps 300 --rounds "${ROUNDS:-2}" --out "$OUT/plain_vllm_h200.json"
+  ;;
+paced)
+  STEP_S=${STEP_S:-570} run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" --mode paced \
+    --server-args "$ARGS --api-servers 4 --max-lead-s 2" --sweep "${SWEEP:-64,256,512,1024}" --transport both \
+    --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2 --no-floor --client-processes "$CLIENTS" \
+    --out "$OUT/paced_default_h200.json" --server-log "$OUT/paced_default_h200.server.log"
+  ;;
+evcheck)
+  run $PY benchmarks/engine_vocoder_check.py --model voices/default --streams "${STREAMS:-64}" \
+    --out "$OUT/engine_vocoder_check_h200.json"
+  ;;
+arch)     ab arch 64,256,1024 "old=--api-servers 1 --vocoder-process frontend" \
+                              "new=--api-servers ${API_SERVERS:-4} --vocoder-process engine" ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|arch" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open
 ls -la "$OUT"

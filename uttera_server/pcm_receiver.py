@@ -12,8 +12,6 @@ import os
 import tempfile
 import uuid
 
-import numpy as np
-
 from engine_patches.pcm_wire import decode, sink_address
 
 log = logging.getLogger(__name__)
@@ -89,7 +87,3 @@ class PcmReceiver:
             await asyncio.gather(self._task, return_exceptions=True)
         self._socket.close(linger=0)
         self._context.term()
-
-
-def empty_pcm() -> np.ndarray:
-    return np.zeros(0, np.int16)
