@@ -131,7 +131,12 @@ function renderWords(text, words) {
     box.append(span);
     at = w.char_end;
   }
-  if (at < text.length) box.append(text.slice(at));
+  if (at < text.length) {  // not timed yet: still to be synthesized
+    const tail = document.createElement("span");
+    tail.className = "pending";
+    tail.textContent = text.slice(at);
+    box.append(tail);
+  }
 }
 
 function highlight(ms) {
