@@ -64,19 +64,15 @@ def resample(pcm: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
 
 
 def best_alignment(ref: np.ndarray, out: np.ndarray, max_lag: int = 4000) -> tuple[int, float]:
-    """(lag of `out` behind `ref` in samples, normalized correlation at that lag) over the middle of `ref`."""
-    ref = ref.astype(np.float64)
-    out = out.astype(np.float64)
-    mid = ref[max_lag : len(ref) - max_lag]
-    best = (0, -1.0)
-    for lag in range(-max_lag, max_lag + 1, 1):
-        seg = out[max_lag + lag : max_lag + lag + len(mid)]
-        if len(seg) < len(mid):
-            break
-        c = float(mid @ seg / (np.linalg.norm(mid) * np.linalg.norm(seg) + 1e-9))
-        if c > best[1]:
-            best = (lag, c)
-    return best
+    """(lag of `out` behind `ref` in samples, within +-max_lag, normalized correlation at that lag), by FFT."""
+    n = min(len(ref), len(out))
+    a, b = ref[:n].astype(np.float64), out[:n].astype(np.float64)
+    size = 1 << (2 * n - 1).bit_length()
+    xc = np.fft.irfft(np.fft.rfft(b, size) * np.conj(np.fft.rfft(a, size)), size)  # xc[k] = sum a[i] b[i+k]
+    lags = np.r_[np.arange(0, max_lag + 1), np.arange(-max_lag, 0)]
+    lag = int(lags[np.argmax(xc[lags % size])])
+    x, y = (a[: n - lag], b[lag:]) if lag >= 0 else (a[-lag:], b[: n + lag])
+    return lag, float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y) + 1e-9))
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +132,18 @@ def test_media_types_cover_every_format():
 def test_bad_rate_is_refused():
     with pytest.raises(ValueError, match="sample_rate"):
         open_encoder(AudioFormat.MP3, 0)
+
+
+@pytest.mark.parametrize("fmt", [AudioFormat.MP3, AudioFormat.OPUS, AudioFormat.MULAW])
+def test_libsndfile_decodes_the_stream(fmt, signal):
+    """A decoder that shares no code with FFmpeg: libsndfile (libmpg123, libopus, its own G.711). Not FLAC:
+    libsndfile 1.2 cannot open a FLAC stream whose STREAMINFO leaves the length unknown (it seeks to the
+    end), which a streamed FLAC must; nor AAC, which it does not decode."""
+    soundfile = pytest.importorskip("soundfile")
+    data, _ = encode_chunked(fmt, signal, seed=2)
+    raw = {"format": "RAW", "subtype": "ULAW", "samplerate": 8000, "channels": 1} if fmt is AudioFormat.MULAW else {}
+    decoded, rate = soundfile.read(io.BytesIO(data), dtype="int16", **raw)
+    assert rate == output_rate(fmt, RATE)
+    assert abs(len(decoded) / rate - len(signal) / RATE) <= 0.01 * len(signal) / RATE
+    lag, corr = best_alignment(signal, resample(decoded, rate, RATE))
+    assert corr > 0.95 and -2 <= lag < 0.1 * RATE, (corr, lag)  # -2: rounding of the 48 kHz resampling
