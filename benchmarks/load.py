@@ -39,9 +39,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import machine  # noqa: E402
+from benchmarks import machine, paced  # noqa: E402
 from benchmarks.clients import load_client, session_factory  # noqa: E402
-from benchmarks import paced  # noqa: E402
 from benchmarks.loop import closed_loop, open_loop  # noqa: E402
 from benchmarks.plots import plot_sweep  # noqa: E402
 from benchmarks.server import engine_summary, scrape, started_server, wait_healthy  # noqa: E402
@@ -253,8 +252,8 @@ def main() -> None:
 
     def result(rows: list[dict], best=None) -> dict:
         return {**meta, "model": str(a.model), "server_args": a.server_args, "seed": a.seed, "mode": a.mode,
-                "duration_s": a.duration, "mix": a.mix or "default",
-                **({"ramp_s": a.ramp_s, "stream_chars": a.stream_chars} if a.mode == "paced" else {}), "ttfa_budget_ms": a.ttfa_budget_ms,
+                "duration_s": a.duration, "mix": a.mix or "default", "ttfa_budget_ms": a.ttfa_budget_ms,
+                **({"ramp_s": a.ramp_s, "stream_chars": a.stream_chars} if a.mode == "paced" else {}),
                 "floor": floor_data, "best": best, "levels": rows}
 
     def run_all(base_url: str) -> list[dict]:

@@ -1,10 +1,10 @@
 """Paced real-time clients (load.py --mode paced): N listeners, each streams one long text and plays it.
 
 Client i (0..N-1) opens its session at t0 + i * ramp_s / N (so arrivals are spread over the ramp, not
-one burst), sends one long text (texts.long_text, seeded by the level seed and i: >= --stream-chars
-characters; the default voice speaks ~18 a second: the default 600 are ~33 s of audio), records every chunk; the
-playback model (playback.py) plays it at 1x from its first chunk, so an underrun is a chunk that came
-after the listener's audio ran out. A level is held when every stream finished without error or
+one burst), sends one long text (texts.long_text, seeded by the level seed and i, at least
+--stream-chars characters: the default voice speaks ~18 a second, so the default 600 are ~33 s of
+audio) and records every chunk. The playback model (playback.py) plays it at 1x from its first chunk:
+an underrun is a chunk that came after the listener's audio ran out. A level is held when every stream finished without error or
 underrun; `passes` in load.py adds the TTFA p99 budget.
 
 Figures beyond stats.summarize: `streams_held` (finished, no underrun), `peak_streams` (most streams
