@@ -1,7 +1,7 @@
 """Plain-vLLM baseline: engine step time of a stock Llama of the voice's dimensions against ours, one run.
 
     python benchmarks/plain_vllm.py [--model voices/default] [--server-args "..."] [--rows 16,64,256,1024]
-                                    [--steps 300] [--prompt-len 256] [--rounds 2] [--device cpu|cuda]
+                                    [--steps 300] [--prompt-len 384] [--rounds 2]
                                     [--out benchmarks/results/plain_vllm.json]
 
 Two engines, each a vLLM `AsyncLLM` in its own child process (and its own engine-core process), both
@@ -232,8 +232,9 @@ def main() -> None:
     p.add_argument("--model", type=Path, default=ROOT / "voices" / "default", help="our voice's model directory")
     p.add_argument("--rows", type=lambda s: [int(x) for x in s.split(",")], default=[16, 64, 256, 1024])
     p.add_argument("--steps", type=int, default=300, help="decode steps per request (max_tokens - 1)")
-    p.add_argument("--prompt-len", type=int, default=256, help="prompt ids per request (ours must not finish "
-                   "within --steps: the pointer advances at most max_advance phonemes a step)")
+    p.add_argument("--prompt-len", type=int, default=384, help="prompt ids per request: ours must not finish "
+                   "within --steps (the default voice ran 290 steps on 256 random ids; rows of a large batch also "
+                   "start decoding over several prefill steps)")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--server-args", default="", help="`uttera serve` flags whose engine arguments both use")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.3, help="per engine (two are alive)")
