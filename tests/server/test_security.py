@@ -49,6 +49,8 @@ def host_port(server) -> tuple[str, int]:
     ("GET", "/metrics", {}, 401),  # --metrics-auth is the default
     ("GET", "/metrics", AUTH, 200),
     ("GET", "/health", {}, 200),  # probes never need a key
+    ("GET", "/", {}, 200),  # the playground page and the API description hold no data
+    ("GET", "/openapi.json", {}, 200),
 ])  # fmt: skip
 async def test_http_api_key_matrix(client, method, path, headers, status):
     r = await client.request(method, path, headers=headers, json=SPEECH if method == "POST" else None)
