@@ -4,11 +4,10 @@ samples), `#ttfa` shows a number, WebSocket word timings highlight words, and St
 
 import re
 
+import playwright.async_api as playwright_api  # the dev extras; never skipped: CI must run these tests
 import pytest
 
 from _server_process import timeout
-
-playwright_api = pytest.importorskip("playwright.async_api", reason="pip install -e '.[dev]'")
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it (see the Makefile)
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
