@@ -18,9 +18,9 @@ log = logging.getLogger(__name__)
 
 
 def new_sink_base() -> str:
-    """A fresh base address for one server's PCM channel (IPC sockets in a private temp dir)."""
-    folder = tempfile.mkdtemp(prefix="uttera-pcm-")
-    return f"ipc://{os.path.join(folder, uuid.uuid4().hex[:8])}"
+    """A fresh base address for one server's PCM channel: IPC sockets named after this process in the
+    temp dir (each sink's socket file is removed when its receiver closes)."""
+    return f"ipc://{os.path.join(tempfile.gettempdir(), f'uttera-pcm-{os.getpid()}-{uuid.uuid4().hex[:8]}')}"
 
 
 class PcmReceiver:
@@ -47,7 +47,9 @@ class PcmReceiver:
         return self._task is not None and not self._task.done()
 
     def open(self, key: str) -> asyncio.Queue:
-        """The queue of stream `key`'s PCM (int16 arrays, then None); open it before its request starts."""
+        """The queue of stream `key`'s PCM (read-only int16 arrays, then None); open it before its
+        request starts. A request aborted before the engine ever scheduled it sends nothing, not even
+        its final None: after an abort, `drop` the key instead of waiting."""
         if self.error is not None:
             raise RuntimeError("the PCM channel failed") from self.error
         queue: asyncio.Queue = asyncio.Queue()
@@ -87,3 +89,6 @@ class PcmReceiver:
             await asyncio.gather(self._task, return_exceptions=True)
         self._socket.close(linger=0)
         self._context.term()
+        path = self.address.removeprefix("ipc://")
+        if path != self.address and os.path.exists(path):
+            os.unlink(path)

@@ -17,7 +17,7 @@ METRIC_NAMES = (
 
 async def test_health(http):
     r = await http.get("/health")
-    assert r.status_code == 200 and r.json() == {"status": "ok"}
+    assert r.status_code == 200 and r.json() == {"status": "ok", "serving_process": 0}
 
 
 async def test_models_list_names_uttera(http):
