@@ -72,7 +72,8 @@ class EngineConfig:
         ~5x real time on the H200, so a stream takes ~5x the event loop's and the engine's work per
         second that a real-time listener needs, at the expense of new requests' first audio. A
         client that downloads a long text to a file gets it at about real time once it is this far
-        ahead. The first sentence of a request is never held back.
+        ahead. The first sentence of a request is never held back, unless it continues a WebSocket
+        context whose earlier audio is still ahead of playback (then it waits like a later sentence).
     stream_interval: engine steps per output the serving process receives for a request, after its
         first (vLLM's per-request `stream_interval`): each output carries every mel frame since the
         last one. 2 halves vLLM's output handling and our per-step routing in the serving process,

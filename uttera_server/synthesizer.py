@@ -332,7 +332,9 @@ class Synthesizer:
         try:
             for index, sentence in enumerate(sentences):
                 pcm_queue = None
-                if index and max_lead is not None:  # pacing: see EngineConfig.max_lead_s
+                # Pacing (EngineConfig.max_lead_s): a later sentence, or a WebSocket segment's first
+                # one when its context already has audio buffered ahead of playback (lead_s).
+                if max_lead is not None and (index or deadline.lead_s > 0):
                     ahead = deadline.at() - time.monotonic()
                     if ahead > max_lead:
                         await asyncio.sleep(ahead - max_lead)
