@@ -1,8 +1,8 @@
 """Time to first byte of POST /v1/audio/speech per response_format, one stream at a time, against a running
-server. Seeded: the same texts, formats and order on every run. Prints one table and writes JSON beside
-this script (format_ttfb.json), as the STYLE's benchmarks do.
+server. Seeded: the same texts, formats and order on every run. Prints one table and writes JSON to
+benchmarks/results/format_ttfb.json, as the STYLE's benchmarks do.
 
-    python scripts/bench_format_ttfb.py --url http://127.0.0.1:8000 --rounds 20
+    python benchmarks/format_ttfb.py --url http://127.0.0.1:8000 --rounds 20
 
 TTFB: from sending the request to the first body byte of audio (for codecs: the first encoded frame,
 container header included) as the client reads it; `ratio` is the format's median over pcm's.
@@ -56,8 +56,8 @@ def main() -> None:
     print(f"{'format':8} {'median ms':>10} {'p90 ms':>8} {'x pcm':>7}")
     for r in rows:
         print(f"{r['format']:8} {r['median_ms']:10.1f} {r['p90_ms']:8.1f} {r['ratio']:7.3f}")
-    out = Path(__file__).with_name("format_ttfb.json")
-    out.write_text(json.dumps({"command": f"python scripts/bench_format_ttfb.py --url URL --rounds {args.rounds} "
+    out = Path(__file__).resolve().parent / "results" / "format_ttfb.json"
+    out.write_text(json.dumps({"command": f"python benchmarks/format_ttfb.py --url URL --rounds {args.rounds} "
                                           f"--seed {args.seed}", "rounds": args.rounds, "rows": rows}, indent=2))
     print(f"wrote {out}")
 
