@@ -165,7 +165,9 @@ class ServerConfig:
     """Everything `uttera serve` needs; `engine` goes to the Synthesizer unchanged.
 
     max_input_chars: longest text of one HTTP request or one WebSocket flush, in characters.
-    graceful_shutdown_s: on SIGTERM, how long active streams may run on before they are cancelled.
+    graceful_shutdown_s: on SIGTERM, the time the process has to exit: active streams may run on for all
+        of it but the last serve.SHUTDOWN_TAIL_S seconds (6 s: cancelling, cutting stuck connections,
+        closing the engine), then they are cancelled.
     ws_max_contexts: contexts one WebSocket may have open at once.
     ws_max_buffered_chars: text one WebSocket context may hold that is not yet synthesized, in characters;
         None takes max_input_chars.

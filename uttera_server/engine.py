@@ -207,9 +207,11 @@ class MelEngine:
     def failed(self) -> bool:
         return self._llm is not None and bool(self._llm.errored)
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout_s: float | None = 2.0) -> None:
+        """Stop the engine (or leave the shared one, as a client); its processes get `timeout_s` to
+        exit before they are killed (serve.py's shutdown budget counts on it)."""
         if self._llm is not None:
-            self._llm.shutdown()
+            self._llm.shutdown(timeout=timeout_s)
             self._llm = None
 
     async def generate(self, phoneme_ids: list[int], request_id: str | None = None,

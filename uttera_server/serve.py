@@ -1,15 +1,16 @@
-"""Run the app under uvicorn, with graceful shutdown in explicit steps.
+"""Run the app under uvicorn, with graceful shutdown in explicit steps that end within the grace period.
 
-On SIGTERM or SIGINT:
+On SIGTERM or SIGINT, with G = `ServerConfig.graceful_shutdown_s`:
 1. stop accepting connections;
 2. refuse new streams (503, WebSocket `error` shutting_down) and let active ones finish, up to
-   `ServerConfig.graceful_shutdown_s`;
+   G - SHUTDOWN_TAIL_S (the time the steps below may need; 0 when G is smaller);
 3. cancel the streams still running (HTTP responses are cut, WebSocket contexts get `error`
-   shutting_down and the socket closes with 1001);
-3b. if streams are still stuck after CANCEL_WAIT_S (a client that stopped reading blocks its stream in
-   send()), abort every connection's transport, so no client can hold the process past
-   graceful_shutdown_s + CANCEL_WAIT_S + ABORT_WAIT_S (+ uvicorn's and the engine's close);
-4. uvicorn closes the remaining connections and runs the lifespan shutdown, which calls `synth.close()`.
+   shutting_down and the socket closes with 1001), waiting up to CANCEL_WAIT_S;
+3b. if streams are still stuck (a client that stopped reading blocks its stream in send()), abort
+   every connection's transport and wait up to ABORT_WAIT_S;
+4. uvicorn closes the remaining connections and runs the lifespan shutdown, which calls `synth.close()`
+   (the engine gets ENGINE_CLOSE_S to stop before its processes are killed).
+So whatever clients do, the process exits about max(G, SHUTDOWN_TAIL_S) after the signal.
 """
 
 import asyncio
@@ -26,15 +27,17 @@ from .streams import ActiveStreams
 
 log = logging.getLogger(__name__)
 
-CANCEL_WAIT_S = 5.0  # step 3: how long cancelled streams may take to close
+CANCEL_WAIT_S = 2.0  # step 3: how long cancelled streams may take to close
 ABORT_WAIT_S = 1.0  # step 3b: how long streams may take to end once their connections are cut
+ENGINE_CLOSE_S = 2.0  # step 4: the engine's processes get this long to exit (engine.MelEngine.shutdown)
+SHUTDOWN_TAIL_S = CANCEL_WAIT_S + ABORT_WAIT_S + ENGINE_CLOSE_S + 1.0  # + uvicorn's own close
 
 
 class GracefulServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, streams: ActiveStreams, drain_timeout_s: float):
+    def __init__(self, config: uvicorn.Config, streams: ActiveStreams, grace_s: float):
         super().__init__(config)
         self.streams = streams
-        self.drain_timeout_s = drain_timeout_s
+        self.drain_timeout_s = max(0.0, grace_s - SHUTDOWN_TAIL_S)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         for server in self.servers:  # step 1 (uvicorn repeats it, harmlessly)

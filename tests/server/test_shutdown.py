@@ -9,13 +9,15 @@ from websockets.asyncio.client import connect
 
 from _server_process import start_server, timeout
 from _speech_client import collect_until, expect_close, recv_json, send_json
+from uttera_server.serve import SHUTDOWN_TAIL_S
 
-DRAIN_S = 8.0  # --graceful-shutdown-timeout, before scaling
+DRAIN_S = 8.0  # how long streams may run on after SIGTERM, before scaling
 
 
 async def test_sigterm_lets_streams_finish_then_cancels_the_rest(model_dir, tmp_path):
-    drain_s = timeout(DRAIN_S)
-    server = start_server(model_dir, tmp_path / "server.log", ("--graceful-shutdown-timeout", str(drain_s)))
+    drain_s = timeout(DRAIN_S)  # the grace period is this plus the tail kept for cancelling and closing
+    server = start_server(model_dir, tmp_path / "server.log",
+                          ("--graceful-shutdown-timeout", str(drain_s + SHUTDOWN_TAIL_S)))
     ws_url = server.url.replace("http://", "ws://") + "/v1/audio/speech/stream"
     try:
         async with httpx.AsyncClient(base_url=server.url, timeout=timeout(60)) as http, \

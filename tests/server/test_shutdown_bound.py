@@ -1,6 +1,6 @@
-"""SIGTERM with clients that stop reading: the process still exits within the grace period plus a fixed
-bound (serve.py: CANCEL_WAIT_S, then the connections are cut, ABORT_WAIT_S, then uvicorn and the engine
-close), on a server of its own."""
+"""SIGTERM with clients that stop reading: the process still exits within the grace period (serve.py
+keeps SHUTDOWN_TAIL_S of it for cancelling, cutting connections and closing the engine), on a server of
+its own."""
 
 import asyncio
 import json
@@ -13,8 +13,8 @@ from websockets.asyncio.client import connect
 from _server_process import MAX_INPUT_CHARS, start_server, timeout
 from _speech_client import recv_json
 
-GRACE_S = 3.0  # --graceful-shutdown-timeout
-BOUND_S = 15.0  # CANCEL_WAIT_S 5 + ABORT_WAIT_S 1 + uvicorn's close + the engine's close, with margin
+GRACE_S = 8.0  # --graceful-shutdown-timeout (above serve.SHUTDOWN_TAIL_S, so 2 s of it are a drain)
+BOUND_S = 2.0  # the process's own exit after the last step, with margin
 INPUT_CHARS = 4 * MAX_INPUT_CHARS  # enough audio to fill every socket buffer on the way
 TEXT = ("A long answer that a client asked for and then stopped reading, so the server's writes block. "
         * 50)[:INPUT_CHARS]
