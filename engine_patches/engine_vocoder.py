@@ -148,25 +148,31 @@ class EngineVocoder:
             if req_id in self._routes:
                 self._finishing.append(req_id)
 
-    def step(self, frames: dict[str, torch.Tensor]) -> None:
-        """Vocode this step: `frames` maps request ids to the `(frames_per_step, n_mels)` mel they
-        voiced (a view of the model's output, on its device); finished requests are flushed."""
+    def step(self, mel: torch.Tensor | None = None, rows: dict[str, int] | None = None) -> None:
+        """Vocode this step: `rows` maps request ids to their row of `mel (R, frames_per_step, n_mels)`
+        (the model's output, on its device; rows that voiced a pointer only); finished requests are
+        flushed. No tensor is made per row: the vocoder gathers the rows in its pass."""
         finishing, self._finishing = self._finishing, []
-        if not frames and not finishing:
+        rows = rows or {}
+        if not rows and not finishing:
             return
-        batch: dict = {}
-        for req_id, mel in frames.items():
+        direct: dict[str, int] = {}
+        host: dict = {}  # speed-changed streams: resampled on the host
+        for req_id, row in rows.items():
             scale = self._scales.get(req_id)
-            batch[req_id] = mel if scale is None else scale.push(mel.detach().float().cpu().numpy())
+            if scale is None:
+                direct[req_id] = row
+            else:
+                host[req_id] = scale.push(mel[row].detach().float().cpu().numpy())
         for req_id in finishing:
             scale = self._scales.pop(req_id, None)
             if scale is not None and (tail := scale.flush()).size:
-                head = batch.get(req_id)
-                batch[req_id] = tail if head is None or not len(head) else np.concatenate([head, tail])
-        batch = {k: v for k, v in batch.items() if len(v)}
-        result = self.vocoder.submit(batch, finish=finishing)
+                head = host.get(req_id)
+                host[req_id] = tail if head is None or not len(head) else np.concatenate([head, tail])
+        host = {k: v for k, v in host.items() if len(v)}
+        result = self.vocoder.submit(host, finish=finishing, step_rows=(mel, direct) if direct else None)
         self.passes += 1
-        meta = [(req_id, self._routes[req_id], False) for req_id in batch if req_id not in finishing]
+        meta = [(req_id, self._routes[req_id], False) for req_id in (*direct, *host) if req_id not in finishing]
         meta += [(req_id, self._routes.pop(req_id), True) for req_id in finishing]
         self._publisher.put(result, meta)
 

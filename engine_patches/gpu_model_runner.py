@@ -73,22 +73,23 @@ def _route_mel(runner: GPUModelRunner, output: ModelRunnerOutput, sampled: list[
     voc = _engine_vocoder(runner)
     if mel is None or not output.req_ids:
         if voc is not None:
-            voc.step({})
+            voc.step()
         return
-    pcm_frames: dict[str, torch.Tensor] = {}
+    pcm_rows: dict[str, int] = {}
     host_rows: list[int] = []
+    n_rows = mel.shape[0]
     for i, req_id in enumerate(output.req_ids):
         if voc is not None:
             if not voc.knows(req_id) and (route := _route(runner, req_id)) is not None:
                 voc.open(req_id, route)
             if voc.knows(req_id):
-                if i < mel.shape[0] and sampled[i] and _voiced(runner, req_id):
-                    pcm_frames[req_id] = mel[i]
+                if i < n_rows and sampled[i] and _voiced(runner, req_id):
+                    pcm_rows[req_id] = i
                 continue
-        if i < mel.shape[0] and sampled[i] and _voiced(runner, req_id):
+        if i < n_rows and sampled[i] and _voiced(runner, req_id):
             host_rows.append(i)
     if voc is not None:
-        voc.step(pcm_frames)
+        voc.step(mel, pcm_rows)
     if host_rows:
         # One copy of the rows that want mel (a sync on CUDA; PCM requests never take this path).
         host = mel[host_rows].detach().to("cpu", torch.float32)
@@ -118,7 +119,7 @@ def patch() -> None:
             voc.finished(scheduler_output.finished_req_ids)
         output = original_execute(self, scheduler_output, *args, **kwargs)
         if voc is not None and output is not None:
-            voc.step({})  # no sampling follows (nothing scheduled): flush finished streams now
+            voc.step()  # no sampling follows (nothing scheduled): flush finished streams now
         return output
 
     def sample_tokens(self, grammar_output):
