@@ -16,3 +16,17 @@ def test_any_other_version_is_refused_with_what_to_install(found):
 
 def test_a_cpu_build_suffix_is_accepted():
     assert engine_patches.check_vllm_version("0.32.0+cpu") == "0.32.0+cpu"
+
+
+def test_model_runner_v2_is_refused_before_the_server_starts(tiny_model_dir, monkeypatch):
+    """The patches cover vLLM's GPUModelRunner only: with runner v2 asked for, the mel (and the audio)
+    would silently be lost, so the server refuses to start and says what to do."""
+    from uttera_server.config import EngineConfig
+    from uttera_server.errors import ConfigError
+    from uttera_server.synthesizer import Synthesizer
+
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
+    with pytest.raises(ConfigError, match="VLLM_USE_V2_MODEL_RUNNER"):
+        Synthesizer(tiny_model_dir, EngineConfig())
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")
+    Synthesizer(tiny_model_dir, EngineConfig())  # constructed, never started: no engine process
