@@ -14,7 +14,6 @@ and multi-resolution discriminators (Vocos weighting: MRD terms x 0.1). AdamW wi
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import random

@@ -25,14 +25,15 @@ from .logs import RequestIdMiddleware
 from .metrics import ServerMetrics
 from .speech_params import Catalog
 from .streams import ActiveStreams
+from .synthesis import SpeechSynthesizer
 from .web import routes as _web_routes
 from .ws_stream import speech_stream
 
 log = logging.getLogger(__name__)
 
 
-def build_app(config: ServerConfig, synth) -> Starlette:
-    """`synth`: a Synthesizer (see synthesis_api.md), constructed but not started."""
+def build_app(config: ServerConfig, synth: SpeechSynthesizer) -> Starlette:
+    """`synth`: constructed but not started (the lifespan starts and closes it)."""
     streams = ActiveStreams()
     state = AppState(
         config=config,

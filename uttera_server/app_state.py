@@ -6,12 +6,13 @@ from .config import ServerConfig
 from .metrics import ServerMetrics
 from .speech_params import Catalog
 from .streams import ActiveStreams
+from .synthesis import SpeechSynthesizer
 
 
 @dataclass(slots=True)
 class AppState:
     config: ServerConfig
-    synth: object  # a Synthesizer (see synthesis_api.md)
+    synth: SpeechSynthesizer
     metrics: ServerMetrics
     streams: ActiveStreams
     catalog: Catalog

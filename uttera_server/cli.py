@@ -23,6 +23,7 @@ from .config import LOG_FORMATS
 from .errors import ConfigError, UtteraError
 from .logs import setup_logging
 from .speech_params import Catalog, check_speed, check_text, check_voice
+from .synthesis import SpeechSynthesizer
 from .wav import SAMPLE_BYTES, pcm_bytes
 
 log = logging.getLogger("uttera_server")
@@ -30,10 +31,10 @@ log = logging.getLogger("uttera_server")
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "voices" / "default"
 STARTUP_FAILURE = 3  # exit status when the server could not start (as uvicorn's)
 
-SynthesizerFactory = Callable[[ServerConfig], object]
+SynthesizerFactory = Callable[[ServerConfig], SpeechSynthesizer]
 
 
-def make_synthesizer(config: ServerConfig):
+def make_synthesizer(config: ServerConfig) -> SpeechSynthesizer:
     """The one place a Synthesizer is constructed (not started) from the configuration."""
     from .synthesizer import Synthesizer
 
@@ -176,7 +177,7 @@ def _setup_logging(level: str, log_format: str = "text") -> None:
     setup_logging(level, log_format)  # logs.py: text or JSON lines, vLLM's loggers included
 
 
-def _log_model(synth) -> None:
+def _log_model(synth: SpeechSynthesizer) -> None:
     voices = ", ".join(f"{v.id} ({v.name}, {v.language})" for v in synth.voices.values())
     log.info("model %s at %d Hz; voices: %s", synth.model_id, synth.sample_rate, voices)
     if any(v.random_weights for v in synth.voices.values()):
@@ -186,7 +187,7 @@ def _log_model(synth) -> None:
         log.warning("*" * 78)
 
 
-def _serve(config: ServerConfig, synth) -> int:
+def _serve(config: ServerConfig, synth: SpeechSynthesizer) -> int:
     from .frontends import default_api_servers, serve_frontends
     from .serve import serve
 
@@ -198,7 +199,8 @@ def _serve(config: ServerConfig, synth) -> int:
     return 0 if serve(config, synth) else STARTUP_FAILURE
 
 
-async def _say(synth, config: ServerConfig, text: str, output: Path, voice: str, speed: float) -> int:
+async def _say(synth: SpeechSynthesizer, config: ServerConfig, text: str, output: Path, voice: str,
+               speed: float) -> int:
     """Write the audio of `text` to `output` as it is produced; returns the exit status."""
     catalog = Catalog.of(synth, config.max_input_chars)
     try:  # before the engine starts, so bad input fails at once

@@ -20,7 +20,7 @@ async def health(request: Request) -> JSONResponse:
     if not synth.is_ready():
         return JSONResponse({"status": "starting"}, 503)
     # Which serving process answered (`--api-servers`): 0 with one.
-    return JSONResponse({"status": "ok", "serving_process": getattr(synth, "sink", 0)})
+    return JSONResponse({"status": "ok", "serving_process": synth.sink})
 
 
 async def list_models(request: Request) -> JSONResponse:

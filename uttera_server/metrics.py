@@ -1,6 +1,6 @@
 """Prometheus metrics of one app, in its own `CollectorRegistry` (so tests can build several apps).
 
-Engine queue gauges are read from `synth.engine_stats()` at scrape time, not pushed.
+Engine queue gauges are read from `SpeechSynthesizer.engine_stats()` at scrape time, not pushed.
 
 Several serving processes (`--api-servers N`, frontends.py) share one Prometheus multiprocess directory
 (`PROMETHEUS_MULTIPROC_DIR`, set by the supervisor before they start): counters and histograms are
@@ -15,11 +15,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import multiprocess
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from .engine import EngineStats
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +46,7 @@ class Outcome(StrEnum):
 
 
 class _EngineQueueCollector(Collector):
-    def __init__(self, engine_stats: Callable[[], object]):
+    def __init__(self, engine_stats: Callable[[], "EngineStats"]):
         self._engine_stats = engine_stats
 
     def describe(self) -> Iterator[Metric]:
@@ -110,9 +114,9 @@ class _ServerCpuCollector(Collector):
 
 
 class ServerMetrics:
-    def __init__(self, engine_stats: Callable[[], object], active_streams: Callable[[], int]):
-        """`engine_stats()` returns an object with `num_waiting`, `num_running`; `active_streams()` counts
-        streams in flight (HTTP responses and WebSocket contexts)."""
+    def __init__(self, engine_stats: Callable[[], "EngineStats"], active_streams: Callable[[], int]):
+        """`engine_stats()`: the engine's latest figures (`SpeechSynthesizer.engine_stats`); `active_streams()`
+        counts streams in flight (HTTP responses and WebSocket contexts)."""
         self.registry = CollectorRegistry()
         r = self.registry
         # Values in PROMETHEUS_MULTIPROC_DIR's files when it is set (prometheus_client decides at import).

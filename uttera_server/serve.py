@@ -24,6 +24,7 @@ from .config import ServerConfig
 from .http_limits import limited_protocol
 from .logs import uvicorn_log_config
 from .streams import ActiveStreams
+from .synthesis import SpeechSynthesizer
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class GracefulServer(uvicorn.Server):
         return False
 
 
-def serve(config: ServerConfig, synth, sock: socket.socket | None = None) -> bool:
+def serve(config: ServerConfig, synth: SpeechSynthesizer, sock: socket.socket | None = None) -> bool:
     """Serve `synth` (constructed, not started) until a signal; blocks. False if the server could not
     start (e.g. the port is taken). `sock`: a listening socket to serve on (shared by the serving
     processes of `--api-servers`, frontends.py) instead of binding host:port."""

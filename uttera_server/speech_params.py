@@ -21,9 +21,9 @@ from .errors import (
     UnsupportedFormat,
 )
 from .speed import MAX_SPEED, MIN_SPEED
+from .synthesis import DEFAULT_VOICE, SpeechSynthesizer
 
 MODEL_ALIAS = "uttera"  # always accepted as the name of the served model
-DEFAULT_VOICE = "default"
 
 
 class AudioFormat(StrEnum):
@@ -55,7 +55,7 @@ class Catalog:
     max_input_chars: int
 
     @classmethod
-    def of(cls, synth, max_input_chars: int) -> "Catalog":
+    def of(cls, synth: SpeechSynthesizer, max_input_chars: int) -> "Catalog":
         """Accepted by `synth`: its model id and the alias; voices by id and by name."""
         return cls(
             model_ids=frozenset({synth.model_id, MODEL_ALIAS}),

@@ -27,34 +27,10 @@ from .engine import EngineClientSlot, EngineStats, MelEngine
 from .errors import ConfigError, EmptyInput, EngineNotReady, InputTooLong, InvalidSpeed, SynthesisFailed, UnknownVoice
 from .model_dir import VoiceModelConfig
 from .speed import MAX_SPEED, MIN_SPEED, MelTimeScale
+from .synthesis import DEFAULT_VOICE, AudioChunk, VoiceInfo, WordTimings
 from .word_clock import SentenceWordClock, WordTiming
 
 log = logging.getLogger(__name__)
-
-DEFAULT_VOICE = "default"
-
-
-@dataclass(frozen=True, slots=True)
-class VoiceInfo:
-    id: str
-    name: str
-    language: str
-    description: str
-    random_weights: bool
-
-
-@dataclass(frozen=True, slots=True)
-class AudioChunk:
-    pcm: np.ndarray  # int16, mono, (n,), at Synthesizer.sample_rate
-    sentence: int  # index of the sentence this audio belongs to
-
-
-@dataclass(frozen=True, slots=True)
-class WordTimings:
-    """Words whose place in the audio is now known, in order; times are from the stream's first sample."""
-
-    words: tuple[WordTiming, ...]
-    sentence: int  # index of the sentence they belong to
 
 
 def vocoder_process(setting: str, device: str) -> str:

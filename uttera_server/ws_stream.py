@@ -23,7 +23,7 @@ from .app_state import AppState
 from .errors import EmptyInput, EngineNotReady, MalformedRequest, ServerFault, UtteraError, as_uttera_error
 from .metrics import Outcome, Transport
 from .outbox import Outbox, OutboxClosed, Outgoing
-from .synthesizer import WordTimings
+from .synthesis import WordTimings
 from .text_chunker import ChunkerConfig
 from .wav import duration_s, pcm_bytes
 from .ws_actions import (

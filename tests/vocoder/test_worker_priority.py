@@ -112,7 +112,7 @@ async def test_an_urgent_stream_gets_its_held_frames_vocoded_at_once(tiny_vocode
         worker.push("low", mel[:8])
         assert (await asyncio.wait_for(queue.get(), 10)).size > 0  # its first chunk
         worker.push("low", mel[8:12])  # 4 frames: the schedule waits for 8
-        other = worker.open("other", deadline=time.monotonic() + 30.0)
+        worker.open("other", deadline=time.monotonic() + 30.0)
         worker.push("other", random_mel(rng, 4))
         await asyncio.sleep(0.2)
         assert queue.empty() and sv.pending_frames("low") == 4

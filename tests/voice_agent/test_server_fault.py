@@ -9,7 +9,7 @@ from starlette.testclient import TestClient
 from uttera_server.app import build_app
 from uttera_server.config import ServerConfig
 from uttera_server.engine import EngineStats
-from uttera_server.synthesizer import VoiceInfo
+from uttera_server.synthesis import SpeechSynthesizer, VoiceInfo
 from uttera_server.ws_protocol import SpeechSessionProtocol
 
 
@@ -20,15 +20,29 @@ class IdleSynthesizer:
     model_id = "uttera-test"
     max_input_chars = 1000
     voices = {"default": VoiceInfo("default", "test", "en-US", "", True)}
+    sink = 0
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
 
     def is_ready(self) -> bool:
         return True
+
+    def is_failed(self) -> bool:
+        return False
 
     def engine_stats(self) -> EngineStats:
         return EngineStats()
 
     def stream(self, *args, **kwargs):
         raise AssertionError("not used")
+
+
+def test_the_stand_in_is_a_speech_synthesizer():
+    assert isinstance(IdleSynthesizer(), SpeechSynthesizer)
 
 
 def test_a_session_fault_answers_internal_error_and_closes_1011(tmp_path, monkeypatch):

@@ -1,0 +1,14 @@
+"""The tree is lint-clean: `ruff check` with the rules in pyproject.toml ([tool.ruff]) reports nothing."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_ruff_check_is_clean():
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise", "."],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, f"ruff check found problems (fix them, or `# noqa: CODE` with a reason):\n" \
+                                   f"{result.stdout}{result.stderr}"

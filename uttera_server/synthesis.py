@@ -1,0 +1,104 @@
+"""The seam between the server and the speech engine: what the server reads of a synthesizer, and the
+items a synthesis streams.
+
+`synthesizer.Synthesizer` is the implementation (frontend -> patched vLLM -> streaming vocoder); the
+HTTP and WebSocket code, the app, `serve` and the CLI are typed against `SpeechSynthesizer` only, so a
+test can drive the real app with a small stand-in (`tests/voice_agent/test_server_fault.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+from .word_clock import WordTiming
+
+if TYPE_CHECKING:
+    from .engine import EngineStats
+
+DEFAULT_VOICE = "default"  # the voice id every synthesizer has
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceInfo:
+    """One voice of `SpeechSynthesizer.voices`, as /v1/audio/voices lists it."""
+
+    id: str  # what a request names in `voice`; DEFAULT_VOICE always exists
+    name: str  # also accepted in `voice`
+    language: str  # BCP 47, e.g. "en-US"
+    description: str
+    random_weights: bool  # a tiny random-weight development model: logs and /v1/models say so
+
+
+@dataclass(frozen=True, slots=True)
+class AudioChunk:
+    """The next piece of a stream's audio, gapless after the previous one."""
+
+    pcm: np.ndarray  # int16, mono, shape (n,), at SpeechSynthesizer.sample_rate Hz
+    sentence: int  # index of the sentence this audio belongs to (0 for the stream's first)
+
+
+@dataclass(frozen=True, slots=True)
+class WordTimings:
+    """Words whose place in the audio is now known, in order; each `WordTiming` has its start and end in
+    ms from the stream's first sample, and its [char_start, char_end) span in the streamed text (plus
+    `text_offset`)."""
+
+    words: tuple[WordTiming, ...]
+    sentence: int  # index of the sentence they belong to
+
+
+@runtime_checkable
+class SpeechSynthesizer(Protocol):
+    """Text in, PCM out, streamed. Constructed (not started) by `cli.make_synthesizer` or a serving
+    process (`frontends.py`); the app's lifespan calls `start()` and, last on shutdown, `close()`."""
+
+    sample_rate: int  # Hz of every AudioChunk.pcm
+    model_id: str  # e.g. "uttera-default"; the server also accepts the alias "uttera"
+    voices: dict[str, VoiceInfo]  # by id; has DEFAULT_VOICE
+    max_input_chars: int  # longest text `stream` accepts, in characters
+    sink: int  # which serving process this is (`--api-servers`), 0 with one; GET /health reports it
+
+    async def start(self) -> None:
+        """Start the engine and warm it up; `is_ready()` from then on. Raises if the engine cannot start."""
+        ...
+
+    async def close(self) -> None:
+        """Stop the engine and free its resources; the last step of shutdown."""
+        ...
+
+    def is_ready(self) -> bool:
+        """Started and healthy: `stream` accepts requests."""
+        ...
+
+    def is_failed(self) -> bool:
+        """The engine died; it will not become ready again."""
+        ...
+
+    def engine_stats(self) -> EngineStats:
+        """The engine scheduler's latest figures (requests waiting and running, KV cache use...), read at
+        each /metrics scrape and by the admission guard; cheap, never blocks."""
+        ...
+
+    def stream(self, text: str, *, voice: str = DEFAULT_VOICE, speed: float = 1.0,
+               request_id: str | None = None, with_timestamps: bool = False,
+               text_offset: int = 0, lead_s: float = 0.0) -> AsyncIterator[AudioChunk | WordTimings]:
+        """Validate now, then return the speech of `text` as an async iterator.
+
+        Raises before any audio (so a server can answer 4xx): `errors.EmptyInput`, `InputTooLong` (over
+        `max_input_chars`), `UnknownVoice` (neither a voice id nor a voice name), `InvalidSpeed` (outside
+        0.25..4.0, 1.0 is natural), `EngineNotReady`. While streaming, a fault of the engine ends the
+        iterator with `errors.SynthesisFailed`.
+
+        Without `with_timestamps`, only `AudioChunk`s. With it, `WordTimings` interleaved with them: every
+        word of `text`, once, in order, each as soon as the engine has moved past it (before or with its
+        audio). `text_offset` is added to the words' character spans. `request_id` names the engine
+        request in logs. `lead_s`: seconds of audio the client already has buffered ahead of this stream
+        (a WebSocket context's earlier segments), for deadline scheduling.
+
+        Closing the iterator (`aclose`, cancelling the task that drives it) aborts the engine request.
+        """
+        ...
