@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
           unset="none", type=int)
     _flag(engine, EngineConfig, "dtype", "weights and activations dtype", choices=DTYPES)
     _flag(engine, EngineConfig, "tensor_parallel_size", "GPUs per engine", type=int)
+    _flag(engine, EngineConfig, "data_parallel_size", "engine copies, one per GPU group (vLLM data parallel)",
+          type=int)
     _flag(engine, EngineConfig, "block_size", "tokens per KV cache block", unset="vLLM's for the device",
           type=int)
     _flag(engine, EngineConfig, "enable_prefix_caching", "reuse KV blocks of shared prompt prefixes",

@@ -32,6 +32,9 @@ class EngineConfig:
         KV cache. The default 0.3 suits the CPU backend on a shared host and leaves room for the vocoder
         and the server; a dedicated GPU can go to 0.9.
     kv_cache_memory_bytes: if set, the KV cache size in bytes, overriding gpu_memory_utilization's budget.
+    tensor_parallel_size / data_parallel_size: vLLM's, passed through: each layer split over TP GPUs; DP
+        engine copies (one per GPU, TP GPUs each) behind vLLM's own load balancing, all feeding the same
+        serving processes (with the vocoder in the engine, each copy vocodes its own requests).
     max_model_len: longest sequence (prompt phonemes + decode steps); None takes the model's
         max_position_embeddings.
     block_size: tokens per KV cache block; None lets vLLM pick what the device's attention backend
@@ -100,6 +103,7 @@ class EngineConfig:
     kv_cache_memory_bytes: int | None = None
     dtype: str = "auto"
     tensor_parallel_size: int = 1
+    data_parallel_size: int = 1
     block_size: int | None = None
     enable_prefix_caching: bool = False
     prefill_chunk_tokens: int | None = None
@@ -130,6 +134,7 @@ class EngineConfig:
         if self.dtype not in DTYPES:
             raise ConfigError(f"dtype (--dtype) must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         _positive("tensor_parallel_size (--tensor-parallel-size)", self.tensor_parallel_size)
+        _positive("data_parallel_size (--data-parallel-size)", self.data_parallel_size)
         if self.block_size is not None:
             _positive("block_size (--block-size)", self.block_size)
             if self.block_size & (self.block_size - 1):

@@ -170,6 +170,7 @@ class MelEngine:
             gpu_memory_utilization=c.gpu_memory_utilization,
             kv_cache_memory_bytes=c.kv_cache_memory_bytes,
             tensor_parallel_size=c.tensor_parallel_size,
+            data_parallel_size=c.data_parallel_size,
             block_size=c.block_size,
             enable_prefix_caching=c.enable_prefix_caching,
             long_prefill_token_threshold=c.prefill_chunk_tokens or 0,
