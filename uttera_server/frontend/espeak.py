@@ -5,11 +5,19 @@ already guards its own calls with the module lock ``piper.voice._ESPEAK_PHONEMIZ
 that same lock and share Piper's ``EspeakPhonemizer`` singleton, so that our calls and a
 ``PiperVoice`` in the same process (the training teacher) never interleave and espeak-ng is
 initialized once. Importing piper-tts imports onnxruntime (~0.3 s) but loads no model.
+
+piper-tts 1.8.0's ``espeakbridge.get_phonemes`` leaks every clause tuple it returns (``PyList_Append(list,
+Py_BuildValue(...))`` keeps the tuple's own reference): ~150 bytes per clause, ~3 KB per request, held
+forever (docs/reliability.md, "Soak"). All our calls go through `_get_phonemes`, which gives back the
+extra reference, so we do not call Piper's ``EspeakPhonemizer.phonemize`` (it would leak) but repeat its
+loop for the case we use (no vowel clusters).
 """
 
 from __future__ import annotations
 
+import ctypes
 import re
+import sys
 import threading
 import unicodedata
 
@@ -35,6 +43,18 @@ def _phonemizer() -> EspeakPhonemizer:
     return current
 
 
+def _get_phonemes(text: str) -> list[tuple[str, str, bool]]:
+    """``espeakbridge.get_phonemes(text)`` (caller holds _LOCK): (phonemes, terminator, ends a sentence)
+    per clause, without the reference piper-tts 1.8.0 leaks on each tuple. A tuple held by the fresh list
+    alone has a reference count of 2 here (the list's and getrefcount's argument); only one with more is
+    released, so a fixed espeakbridge is left alone."""
+    clauses = espeakbridge.get_phonemes(text)
+    for i in range(len(clauses)):
+        if sys.getrefcount(clauses[i]) > 2:
+            ctypes.pythonapi.Py_DecRef(ctypes.py_object(clauses[i]))
+    return clauses
+
+
 def sentence_phonemes(text: str, voice: str) -> list[list[str]]:
     """Phonemes of ``text`` grouped by espeak-ng sentence, as ``PiperVoice.phonemize`` returns them
     for an espeak voice without vowel clusters: code points after NFD, clause punctuation kept
@@ -45,7 +65,21 @@ def sentence_phonemes(text: str, voice: str) -> list[list[str]]:
     if "[[" in text:
         raise ValueError("text contains '[[', which Piper reads as raw phonemes")
     with _LOCK:
-        sentences = _phonemizer().phonemize(voice, text, vowel_clusters=None)
+        _phonemizer()
+        espeakbridge.set_voice(voice)
+        clauses = _get_phonemes(text)
+    # EspeakPhonemizer.phonemize(voice, text, vowel_clusters=None), on clauses that do not leak
+    sentences, current = [], []
+    for phonemes, terminator, end_of_sentence in clauses:
+        phonemes = _LANG_FLAG.sub("", phonemes) + terminator
+        if terminator in (",", ":", ";"):
+            phonemes += " "
+        current.extend(unicodedata.normalize("NFD", phonemes))
+        if end_of_sentence:
+            sentences.append(current)
+            current = []
+    if current:
+        sentences.append(current)
     if sentences and not sentences[-1]:
         sentences.pop()
     return sentences
@@ -62,9 +96,9 @@ def word_phonemes(words: list[str], voice: str) -> list[str]:
     with _LOCK:
         _phonemizer()
         espeakbridge.set_voice(voice)
-        clauses = espeakbridge.get_phonemes(", ".join(words))
+        clauses = _get_phonemes(", ".join(words))
         if len(clauses) != len(words):
             clauses = [
-                (" ".join(p for p, _, _ in espeakbridge.get_phonemes(w)), "", True) for w in words
+                (" ".join(p for p, _, _ in _get_phonemes(w)), "", True) for w in words
             ]
     return [unicodedata.normalize("NFD", _LANG_FLAG.sub("", p)).strip() for p, _, _ in clauses]

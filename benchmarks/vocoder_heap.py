@@ -1,0 +1,61 @@
+"""The CPU streaming vocoder alone: seeded random streams (1-8 at once, 1-6 pushes of 1-40 frames each,
+then finish), printing RSS and glibc's heap (in use / free but kept) after each round. Separates the
+vocoder's share of the serving process's RSS growth (docs/reliability.md, "Soak"). glibc only.
+
+    python benchmarks/vocoder_heap.py MODEL_DIR/vocoder [--rounds 8] [--batches 150]
+"""
+
+import argparse
+import ctypes
+import random
+
+import numpy as np
+import torch
+
+from vocoder.model import Vocoder
+from vocoder.streaming import StreamingVocoder
+
+_libc = ctypes.CDLL("libc.so.6")
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(k, ctypes.c_size_t) for k in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                 "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+_libc.mallinfo2.restype = _MallInfo2
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("vocoder_dir")
+    p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--batches", type=int, default=150)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    v = Vocoder.from_dir(args.vocoder_dir)
+    sv = StreamingVocoder(v, chunk_frames=32, first_chunk_frames=8, device="cpu", initial_capacity=8)
+    rng, np_rng, n = random.Random(0), np.random.default_rng(0), 0
+    print(f"{'round':>5} {'streams':>8} {'RSS MB':>8} {'in use MB':>10} {'free MB':>8}")
+    for r in range(args.rounds):
+        for _ in range(args.batches):
+            ids = [f"s{n + i}" for i in range(rng.randint(1, 8))]
+            n += len(ids)
+            for sid in ids:
+                sv.open(sid)
+            for _ in range(rng.randint(1, 6)):
+                sv.step({sid: np_rng.standard_normal((rng.randint(1, 40), v.config.n_mels), np.float32)
+                         for sid in ids})
+            sv.step({}, finish=ids)
+        m = _libc.mallinfo2()
+        print(f"{r:5d} {n:8d} {_rss_mb():8.1f} {m.uordblks / 2**20:10.1f} {m.fordblks / 2**20:8.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""piper-tts 1.8.0's espeakbridge.get_phonemes leaks each clause tuple; our espeak calls must not
+(docs/reliability.md, "Soak"). Measured with tracemalloc over many calls: memory still held afterwards."""
+
+import gc
+import sys
+import tracemalloc
+
+from piper import espeakbridge
+from piper.phonemize_espeak import EspeakPhonemizer
+
+from uttera_server.frontend import espeak
+
+WORDS = "the quick brown fox jumps over a lazy dog while seven sailors sing".split()
+TEXT = "The quick brown fox, jumps over a lazy dog: while seven sailors sing. Twelve (sailors)? Yes!"
+
+
+def _held_bytes_per_call(fn, calls: int = 500) -> float:
+    fn()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(calls):
+            fn()
+        gc.collect()
+        return (tracemalloc.get_traced_memory()[0] - before) / calls
+    finally:
+        tracemalloc.stop()
+
+
+def test_clause_tuples_are_held_by_their_list_alone():
+    with espeak.lock():
+        espeak._phonemizer()
+        espeakbridge.set_voice("en-us")  # espeak-ng crashes without a voice
+        clauses = espeak._get_phonemes("the quick, brown fox.")
+    assert len(clauses) == 2
+    assert [sys.getrefcount(clauses[i]) for i in range(len(clauses))] == [2, 2]
+
+
+def test_phonemizing_holds_no_memory_per_call():
+    # before the fix: ~1,900 bytes per word_phonemes call of 13 words, ~300 per sentence_phonemes call
+    assert _held_bytes_per_call(lambda: espeak.word_phonemes(WORDS, "en-us")) < 20
+    assert _held_bytes_per_call(lambda: espeak.sentence_phonemes(TEXT, "en-us")) < 20
+
+
+def test_sentence_phonemes_equal_pipers():
+    with espeak.lock():
+        expected = EspeakPhonemizer().phonemize("en-us", TEXT, vowel_clusters=None)
+    if expected and not expected[-1]:
+        expected.pop()
+    assert espeak.sentence_phonemes(TEXT, "en-us") == expected
