@@ -51,7 +51,7 @@ async def test_cancel_aborts_the_engine_requests_within_a_second(ws_url, http):
             pass
         # The engine is decoding the victim (read between two of its segments, the gauge can be 0 for
         # an instant: wait for it rather than read it once).
-        await wait_for_metrics(http, lambda s: running(s) > 0, seconds=2.0)
+        await wait_for_metrics(http, lambda s: running(s) > 0, seconds=10.0)  # a precondition: generous
         await victim.cancel()
         cancelled_at = time.monotonic()
         while not isinstance(event := await victim.next_event(timeout(30)), Cancelled):
