@@ -57,7 +57,6 @@ from vocoder.errors import FrameShapeError, StreamStateError, UnknownStreamError
 from vocoder.graphs import FRAME_STEP, PassGraphs
 from vocoder.model import Vocoder
 from vocoder.state import StatePool
-from vocoder.batch import Row, batch_mel
 from vocoder.step_result import StepResult
 
 StreamId = Hashable
@@ -65,10 +64,20 @@ Frames = np.ndarray | Tensor
 """`(k, n_mels)` natural-log mel frames, frame-major as the acoustic model's mel head emits them."""
 
 
+class _Row:
+    """`(k, n_mels)` frames held as row `row` of a step tensor `mel (rows, k, n_mels)`, without making a
+    tensor view per row (`submit(step_rows=)`: the in-engine vocoder's hundreds of rows per step)."""
+
+    __slots__ = ("mel", "row", "shape")
+
+    def __init__(self, mel: Tensor, row: int):
+        self.mel, self.row, self.shape = mel, row, mel.shape[1:]
+
+
 @dataclass(slots=True)
 class _Stream:
     slot: int
-    pending: list[np.ndarray | Tensor | Row] = field(default_factory=list)  # host frames as numpy
+    pending: list[np.ndarray | Tensor | _Row] = field(default_factory=list)  # host frames as numpy
     pending_frames: int = 0
     received: int = 0   # mel frames pushed so far
     consumed: int = 0   # frames fed to the network, finishing zero frames included
@@ -238,7 +247,7 @@ class StreamingVocoder:
                 k = mel.shape[1]
                 for sid, row in rows.items():
                     st = streams[sid]
-                    st.pending.append(Row(mel, row))
+                    st.pending.append(_Row(mel, row))
                     st.pending_frames += k
                     st.received += k
             done = set(finishing)
@@ -323,8 +332,8 @@ class StreamingVocoder:
             seqs.append(parts)
             lengths.append(st.pending_frames + (lookahead if sid in done else 0))
             skips.append(max(0, lookahead - st.consumed))
-        on_gpu = [t.mel if isinstance(t, Row) else t for parts in seqs for t in parts
-                  if isinstance(t, Tensor | Row) and self._stream is not None]
+        on_gpu = [t.mel if isinstance(t, _Row) else t for parts in seqs for t in parts
+                  if isinstance(t, Tensor | _Row) and self._stream is not None]
         n = max(1, max(lengths))
         with self._on_stream(), torch.inference_mode():
             if self._stream is not None:
@@ -381,6 +390,66 @@ class StreamingVocoder:
         self._pool.scatter(slots, caches, tail)
         return wave
 
-    def _batch_mel(self, seqs: list[list[np.ndarray | Tensor | Row]], n: int, rows: int | None = None) -> Tensor:
-        """Right-padded `(rows, n_mels, n)` float32 batch on the vocoder's device (vocoder/batch.py)."""
-        return batch_mel(seqs, n, self.config.n_mels, self.device, self._to_device, rows)
+    def _gather(self, batch: Tensor, seqs: list[list[np.ndarray | Tensor | _Row]]) -> bool:
+        """Fill `batch` from device frames in a few launches (one cat of the distinct source tensors, two
+        index uploads, one gather and one scatter) instead of one copy per part: the in-engine vocoder
+        hands one row per stream per engine step, hundreds per pass. Host parts may only be the zero
+        lookahead padding of a finishing stream (already zeros in `batch`); returns False, doing
+        nothing, for any other mix."""
+        n, n_mels = batch.shape[1], batch.shape[2]
+        bases: dict[int, tuple[int, Tensor]] = {}  # id(source) -> (its first frame in the cat, source)
+        src, dest = [], []
+        total = 0
+        for b, seq in enumerate(seqs):
+            at = 0
+            for p in seq:
+                k = p.shape[0]
+                if isinstance(p, np.ndarray):
+                    if p.any():
+                        return False
+                    at += k
+                    continue
+                source, first = (p.mel, p.row * k) if isinstance(p, _Row) else (p, 0)
+                base = bases.get(id(source))
+                if base is None:
+                    base = bases[id(source)] = (total, source)
+                    total += source.numel() // n_mels
+                src.append(base[0] + first)
+                dest.append(b * n + at)
+                at += k
+        if not src:
+            return True
+        k = seqs[0][0].shape[0] if all(p.shape[0] == seqs[0][0].shape[0] for seq in seqs for p in seq) else None
+        if k is not None:  # every part has k frames (the engine's frames_per_step): vectorized offsets
+            steps = np.arange(k)
+            src_idx = (np.asarray(src)[:, None] + steps).ravel()
+            dest_idx = (np.asarray(dest)[:, None] + steps).ravel()
+        else:
+            sizes = [p.shape[0] for seq in seqs for p in seq if not isinstance(p, np.ndarray)]
+            src_idx = np.concatenate([np.arange(s0, s0 + m) for s0, m in zip(src, sizes)])
+            dest_idx = np.concatenate([np.arange(d0, d0 + m) for d0, m in zip(dest, sizes)])
+        cat = torch.cat([t.reshape(-1, n_mels) for _, t in bases.values()]).to(torch.float32)
+        index = self._to_device(torch.from_numpy(np.stack([src_idx, dest_idx])))
+        batch.view(-1, n_mels).index_copy_(0, index[1], cat.index_select(0, index[0]))
+        return True
+
+    def _batch_mel(self, seqs: list[list[np.ndarray | Tensor]], n: int, rows: int | None = None) -> Tensor:
+        """Right-padded `(rows, n_mels, n)` float32 batch (`rows` >= len(seqs), default len(seqs)) on
+        the vocoder's device; host frames are assembled with numpy and moved in one copy."""
+        shape = (rows or len(seqs), n, self.config.n_mels)
+        on_gpu = any(isinstance(p, Tensor | _Row) for parts in seqs for p in parts)
+        batch = torch.zeros(shape, dtype=torch.float32, device=self.device) if on_gpu else np.zeros(shape, np.float32)
+        if on_gpu and self._gather(batch, seqs):
+            return batch.transpose(1, 2)
+        for b, parts in enumerate(seqs):
+            at = 0
+            for p in parts:
+                if on_gpu:
+                    if isinstance(p, _Row):
+                        p = p.mel[p.row]
+                    p = p.to(self.device, torch.float32) if isinstance(p, Tensor) else self._to_device(torch.from_numpy(p))
+                batch[b, at: at + p.shape[0]] = p
+                at += p.shape[0]
+        if not on_gpu:
+            batch = self._to_device(torch.from_numpy(batch))
+        return batch.transpose(1, 2)
