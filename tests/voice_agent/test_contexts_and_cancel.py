@@ -49,15 +49,20 @@ async def test_cancel_aborts_the_engine_requests_within_a_second(ws_url, http):
         await victim.send_text(LONG)  # its first two segments start at once
         while not isinstance(await victim.next_event(timeout(30)), Audio):
             pass
-        # The engine is decoding the victim (read between two of its segments, the gauge can be 0 for
-        # an instant: wait for it rather than read it once).
-        await wait_for_metrics(http, lambda s: running(s) > 0, seconds=10.0)  # a precondition: generous
+        # Cancel at the victim's first audio: its first segment (a whole run-on sentence, seconds of
+        # decoding) has only begun. Waiting for the running gauge instead raced a fast engine that had
+        # finished every segment before the first poll (CI, stop 16).
         await victim.cancel()
         cancelled_at = time.monotonic()
         while not isinstance(event := await victim.next_event(timeout(30)), Cancelled):
             assert isinstance(event, Audio) or type(event).__name__ == "Timestamps", event
         await wait_for_metrics(http, lambda s: running(s) == running(before), seconds=1.0)
         assert time.monotonic() - cancelled_at < timeout(1.0)
+        # the engine aborted what it was decoding for the victim (rather than it having run to its end)
+        after_cancel = await read_metrics(http)
+        aborted = (metric(after_cancel, "uttera_engine_requests_finished_total", reason="abort")
+                   - metric(before, "uttera_engine_requests_finished_total", reason="abort"))
+        assert aborted >= 1, "no engine request of the victim was running when the cancel arrived"
         # a probe context on the same socket: nothing of the victim arrives before (or after) its done
         check_done(await speak(client.context("probe"), "Still here.", timeout(60)))
         assert client.queue("victim").empty()
