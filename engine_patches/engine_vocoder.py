@@ -13,12 +13,15 @@ finished, whatever the reason; a preempted request keeps its stream and resumes 
 
 Streamed audio equals offline vocoding of the stream's whole mel (the StreamingVocoder contract); the
 chunk schedule is the StreamingVocoder's (first chunk after `first_chunk_frames`, then doubling up to
-`chunk_frames`).
+`chunk_frames`), except for a stream about to run dry: once its audio sent is less than `urgent_s`
+ahead of a client that started playing it at its first chunk, every pending frame goes out at the next
+step (`eager`), so a slow step (a full batch, prefills) costs a smaller chunk rather than a gap.
 """
 
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,9 +44,10 @@ class EngineVocoderConfig:
     first_chunk_frames: int = 8
     cuda_graphs: bool = False
     max_streams: int = 32  # the engine's max_num_seqs: state slots allocated up front
+    urgent_s: float = 0.25  # a stream with less audio than this ahead of real-time playback is vocoded at once
 
     def __post_init__(self) -> None:
-        if min(self.chunk_frames, self.first_chunk_frames, self.max_streams) < 1:
+        if min(self.chunk_frames, self.first_chunk_frames, self.max_streams) < 1 or self.urgent_s < 0:
             raise ValueError(f"EngineVocoderConfig needs positive frame counts and streams, got {self}")
 
     def as_dict(self) -> dict:
@@ -128,6 +132,10 @@ class EngineVocoder:
         self._routes: dict[str, PcmRoute] = {}
         self._scales: dict = {}  # req_id -> MelTimeScale, for speed != 1
         self._finishing: list[str] = []
+        self._started: dict[str, float] = {}  # req_id -> time.monotonic() of its first chunk's pass
+        c = self.vocoder.config
+        self._sample_s = 1.0 / c.sample_rate
+        self._hop, self._lag = c.hop_length, self.vocoder.lag_samples
         self._publisher = _Publisher(config.sink_base)
         self.passes = 0
 
@@ -170,11 +178,32 @@ class EngineVocoder:
                 head = host.get(req_id)
                 host[req_id] = tail if head is None or not len(head) else np.concatenate([head, tail])
         host = {k: v for k, v in host.items() if len(v)}
-        result = self.vocoder.submit(host, finish=finishing, step_rows=(mel, direct) if direct else None)
+        now = time.monotonic()
+        eager = self._urgent((*direct, *host), now)
+        result = self.vocoder.submit(host, finish=finishing, step_rows=(mel, direct) if direct else None,
+                                     eager=eager)
         self.passes += 1
+        started, vocoder = self._started, self.vocoder
+        for req_id in (*direct, *host):
+            if req_id not in started and vocoder.is_open(req_id) and vocoder.vocoded_frames(req_id):
+                started[req_id] = now
+        for req_id in finishing:
+            started.pop(req_id, None)
         meta = [(req_id, self._routes[req_id], False) for req_id in (*direct, *host) if req_id not in finishing]
         meta += [(req_id, self._routes.pop(req_id), True) for req_id in finishing]
         self._publisher.put(result, meta)
+
+    def _urgent(self, req_ids, now: float) -> set[str]:
+        """Streams whose audio sent is less than `urgent_s` ahead of real-time playback from their first
+        chunk (the chunk schedule would make them wait longer than their client can)."""
+        started, vocoder, urgent_s = self._started, self.vocoder, self.config.urgent_s
+        hop, lag, sample_s = self._hop, self._lag, self._sample_s
+        urgent = set()
+        for req_id in req_ids:
+            t0 = started.get(req_id)
+            if t0 is not None and (vocoder.vocoded_frames(req_id) * hop - lag) * sample_s - (now - t0) < urgent_s:
+                urgent.add(req_id)
+        return urgent
 
     def close(self) -> None:
         self._publisher.close()

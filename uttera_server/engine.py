@@ -57,6 +57,28 @@ class EngineStats:
     preemptions: int = 0  # requests the scheduler preempted (to recompute later), cumulative
     prefix_cache_hits: int = 0  # prompt tokens served from cached KV blocks, cumulative
     outputs: int = 0  # request outputs received from the engine (one per `stream_interval` steps)
+    # Data parallel: each engine core's latest (running, waiting, kv usage); the fields above are their sums
+    # (KV usage: the mean).
+    per_engine: dict[int, tuple[int, int, float]] = field(default_factory=dict)
+    last_step_by_engine: dict[int, float] = field(default_factory=dict)
+
+    def record_scheduler(self, engine: int, running: int, waiting: int, kv_usage: float, now: float) -> None:
+        """One engine core's scheduler figures after one of its steps."""
+        last = self.last_step_by_engine.get(engine)
+        previous = self.per_engine.get(engine)
+        if previous is not None and previous[0] > 0 and last is not None:
+            self.busy_steps += 1
+            self.busy_step_s += now - last
+        self.per_engine[engine] = (running, waiting, kv_usage)
+        self.last_step_by_engine[engine] = now
+        figures = self.per_engine.values()
+        self.num_running = sum(f[0] for f in figures)
+        self.num_waiting = sum(f[1] for f in figures)
+        self.kv_cache_usage = sum(f[2] for f in figures) / len(self.per_engine)
+        self.steps += 1
+        self.last_step_time = now
+        if self.step_trace is not None:
+            self.step_trace.append(now)
 
 
 def _stat_logger_factory(stats: EngineStats):
@@ -72,17 +94,9 @@ def _stat_logger_factory(stats: EngineStats):
             if scheduler_stats is None:
                 return
             stats.prefix_cache_hits += scheduler_stats.prefix_cache_stats.hits
-            now = time.monotonic()
-            if stats.num_running > 0 and stats.last_step_time:
-                stats.busy_steps += 1
-                stats.busy_step_s += now - stats.last_step_time
-            stats.num_running = scheduler_stats.num_running_reqs
-            stats.num_waiting = scheduler_stats.num_waiting_reqs + scheduler_stats.num_skipped_waiting_reqs
-            stats.kv_cache_usage = scheduler_stats.kv_cache_usage
-            stats.steps += 1
-            stats.last_step_time = now
-            if stats.step_trace is not None:
-                stats.step_trace.append(now)
+            stats.record_scheduler(engine_idx, scheduler_stats.num_running_reqs,
+                                   scheduler_stats.num_waiting_reqs + scheduler_stats.num_skipped_waiting_reqs,
+                                   scheduler_stats.kv_cache_usage, time.monotonic())
 
         def log_engine_initialized(self):
             pass

@@ -118,6 +118,8 @@ def serve_frontends(config: ServerConfig, count: int) -> bool:
             for i, (inp, out) in enumerate(zip(listeners.inputs, listeners.outputs, strict=True)):
                 addresses = {"input_address": inp.address, "output_address": out.address,
                              "input_listener": inp.socket, "output_listener": out.socket}
+                if launch.coordinator is not None:  # data parallel: the engines' load, for balancing
+                    addresses["stats_update_address"] = launch.coordinator.get_stats_publish_address()
                 p = spawn.Process(target=_frontend_main, name=f"uttera-frontend-{i}",
                                   args=(config, i, count, addresses, sock, sink_base))
                 p.start()
@@ -142,4 +144,6 @@ def serve_frontends(config: ServerConfig, count: int) -> bool:
                 p.kill()
         if launch is not None and launch.engine_manager is not None:
             launch.engine_manager.shutdown()
+        if launch is not None and launch.coordinator is not None:
+            launch.coordinator.shutdown()
         sock.close()

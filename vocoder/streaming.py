@@ -158,6 +158,10 @@ class StreamingVocoder:
         """Frames pushed to `stream_id` and not yet vocoded."""
         return self._get(stream_id).pending_frames
 
+    def vocoded_frames(self, stream_id: StreamId) -> int:
+        """Frames of `stream_id` already through the network (its audio up to `lag_samples` before them)."""
+        return self._get(stream_id).consumed
+
     def frames_to_next_chunk(self, stream_id: StreamId, extra: int = 0) -> int:
         """Frames the chunk schedule still waits for before vocoding `stream_id` (with `extra` more
         frames about to be pushed); 0 if it is ready."""
