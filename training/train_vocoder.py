@@ -2,11 +2,11 @@
 
 Each step takes `--batch` random segments of `--segment-frames` mel frames (x 256 samples) from the
 synthesis shards, analyses them with `vocoder.mel.MelSpectrogram`, vocodes, and minimizes
-`vocoder.losses`: 45 * mel L1 + multi-resolution STFT, plus (once `--gan-after` of the time budget
-has passed) hinge adversarial + feature-matching losses of vocoder/discriminators.py's multi-period
-and multi-resolution discriminators (Vocos weighting: MRD terms x 0.1). AdamW with cosine decay over the `--minutes` time budget
-(progress stored in the checkpoint, like train_acoustic.py), checkpoint `RUN/ckpt.pt`, log
-`RUN/log.jsonl`.
+`training.vocoder_losses`: 45 * mel L1 + multi-resolution STFT, plus (once `--gan-after` of the time
+budget has passed) hinge adversarial + feature-matching losses of training/discriminators.py's
+multi-period and multi-resolution discriminators (Vocos weighting: MRD terms x 0.1). AdamW with cosine
+decay over the `--minutes` time budget (progress stored in the checkpoint, like train_acoustic.py),
+checkpoint `RUN/ckpt.pt`, log `RUN/log.jsonl`.
 
     python -m training.train_vocoder SYNTH_DIR RUN_DIR [--minutes 15] [--resume] [--seed 0]
 """
@@ -28,9 +28,9 @@ from vocoder.config import VocoderConfig
 from vocoder.mel import MelSpectrogram
 from vocoder.model import Vocoder
 
-from vocoder.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
-from vocoder.losses import (MelLoss, MultiResolutionSTFTLoss, discriminator_loss, feature_matching_loss,
-                            generator_loss)
+from training.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
+from training.vocoder_losses import (MelLoss, MultiResolutionSTFTLoss, discriminator_loss, feature_matching_loss,
+                                     generator_loss)
 
 MEL_WEIGHT = 45.0  # Vocos / HiFi-GAN
 MRD_WEIGHT = 0.1  # Vocos: multi-resolution discriminator terms relative to the multi-period ones

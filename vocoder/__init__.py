@@ -5,6 +5,5 @@ Modules (imported explicitly, so `vocoder.config` stays importable without loadi
   mel.MelSpectrogram        the log-mel analysis the acoustic model is trained on
   model.Vocoder             offline generator; `from_dir`, `save`, `random`
   streaming.StreamingVocoder  per-stream state, chunking, one batched forward across streams
-  losses, discriminators    training objectives
   errors                    the exceptions raised on purpose
 """

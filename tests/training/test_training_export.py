@@ -81,7 +81,7 @@ def test_reload_matches_and_equals_reference_forward(tmp_path):
     x = torch.tensor([tokens])
     with torch.no_grad():
         ours = reloaded.mel_head(reloaded(x))[0]
-    # The lead's spec-only reference forward (tests/engine/reference.py), which the engine is tested against.
+    # The spec-only reference forward (tests/engine/reference.py), which the engine is tested against.
     spec = importlib.util.spec_from_file_location("reference", REPO / "tests/engine/reference.py")
     ref = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ref)

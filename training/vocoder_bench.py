@@ -1,6 +1,6 @@
 """Vocoder speed: real-time factor (compute seconds / audio seconds) offline and streaming.
 
-    python -m vocoder.bench [--threads 1] [--seconds 10] [--device cpu] [--json out.json]
+    python -m training.vocoder_bench [--threads 1] [--seconds 10] [--device cpu] [--json out.json]
 
 Seeded random weights at the default config (speed does not depend on the values). Prints one
 table; with --json also writes the rows. RTF < 1 is faster than real time; for N streams the audio

@@ -4,7 +4,7 @@ Reconstruction:
   * `MultiResolutionSTFTLoss`: spectral convergence + L1 of log magnitudes at several STFT sizes
     (Parallel WaveGAN), robust to phase differences that a waveform L1 would punish.
   * `MelLoss`: L1 between log-mels of prediction and target (HiFi-GAN / Vocos, weight ~45).
-Adversarial, over the outputs of `vocoder/discriminators.py`:
+Adversarial, over the outputs of `training/discriminators.py`:
   * `discriminator_loss`, `generator_loss` ("hinge" as Vocos, or "lsgan" as HiFi-GAN),
   * `feature_matching_loss`: L1 between the discriminator feature maps of real and generated audio.
 

@@ -1,10 +1,15 @@
 import pytest
 import torch
-from voc_helpers import tiny_config
 
-from vocoder.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
-from vocoder.losses import (MelLoss, MultiResolutionSTFTLoss, discriminator_loss,
-                            feature_matching_loss, generator_loss)
+from training.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
+from training.vocoder_losses import (MelLoss, MultiResolutionSTFTLoss, discriminator_loss,
+                                     feature_matching_loss, generator_loss)
+from vocoder.config import VocoderConfig
+
+
+def tiny_config() -> VocoderConfig:
+    """The real analysis (22050 Hz, hop 256, n_fft 1024, 80 mels) with a tiny network."""
+    return VocoderConfig(dim=32, intermediate_dim=64, num_layers=3)
 
 
 def test_reconstruction_losses_are_scalars_zero_on_identity_and_differentiable():

@@ -2,7 +2,7 @@
 
 Each discriminator maps waveforms `(B, samples)` to `(logits, feature_maps)`: one logit tensor per
 sub-discriminator and, for each, the list of its intermediate activations (for
-`vocoder.losses.feature_matching_loss`). `channels` scales the width: HiFi-GAN's MPD uses
+`training.vocoder_losses.feature_matching_loss`). `channels` scales the width: HiFi-GAN's MPD uses
 `(32, 128, 512, 1024, 1024)`; smaller values train faster for small vocoders.
 """
 
