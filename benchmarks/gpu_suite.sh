@@ -24,6 +24,9 @@
 #   bash benchmarks/gpu_suite.sh evcheck     in-engine vocoder vs the serving process's: same texts, PCM SNR, TTFA
 #   bash benchmarks/gpu_suite.sh arch        closed loop A/B: one serving process + its own vocoder (old) vs
 #                                            --api-servers 4 + the vocoder in the engine (new), C = 64,256,1024
+#   bash benchmarks/gpu_suite.sh dp          closed loop A/B: 1, 2, 4 engine cores on the one GPU (--data-parallel-size,
+#                                            engine_patches/shared_gpu.py), 4 serving processes, KV 12 GiB per engine,
+#                                            C = 1,256,1024
 #   bash benchmarks/gpu_suite.sh paced       default voice, paced real-time streams (~33 s of audio each, arrivals
 #                                            over a 10 s ramp) at N = 64,256,512,1024, http then ws, one server with
 #                                            --api-servers 4 --max-lead-s 2 (~8 min; SWEEP=... to cut it)
@@ -124,7 +127,7 @@ plain)
   ;;
 paced)
   STEP_S=${STEP_S:-570} run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" --mode paced \
-    --server-args "$ARGS --api-servers 4 --max-lead-s 2" --sweep "${SWEEP:-64,256,512,1024}" --transport both \
+    --server-args "$ARGS --api-servers 4 --max-lead-s 2 ${EXTRA:-}" --sweep "${SWEEP:-64,256,512,1024}" --transport both \
     --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2 --no-floor --client-processes "$CLIENTS" \
     --out "$OUT/paced_default_h200.json" --server-log "$OUT/paced_default_h200.server.log"
   ;;
@@ -132,9 +135,12 @@ evcheck)
   run $PY benchmarks/engine_vocoder_check.py --model voices/default --streams "${STREAMS:-64}" \
     --out "$OUT/engine_vocoder_check_h200.json"
   ;;
+dp)       ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) ${EXTRA:-}" \
+          ab dp 1,256,1024 "dp1=--api-servers 4" "dp2=--api-servers 4 --data-parallel-size 2" \
+                           "dp4=--api-servers 4 --data-parallel-size 4" ;;
 arch)     ab arch 64,256,1024 "old=--api-servers 1 --vocoder-process frontend" \
                               "new=--api-servers ${API_SERVERS:-4} --vocoder-process engine" ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|arch" >&2; exit 2 ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|arch|dp" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open
 ls -la "$OUT"
