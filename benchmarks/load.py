@@ -236,7 +236,8 @@ def main() -> None:
     floor = p.add_mutually_exclusive_group()
     floor.add_argument("--floor", type=Path, help="floor JSON from floor.py (else measured with --start-server)")
     floor.add_argument("--no-floor", action="store_true")
-    p.add_argument("--records", action="store_true", help="keep every request's chunk timeline in the JSON")
+    p.add_argument("--records", action="store_true",
+                   help="also write every request's chunk timeline to OUT.records.json (git-ignored)")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "load.json")
     p.add_argument("--server-log", type=Path, default=None, help="default: a temporary file")
     a = p.parse_args()
@@ -257,12 +258,15 @@ def main() -> None:
                 "floor": floor_data, "best": best, "levels": rows}
 
     def run_all(base_url: str) -> list[dict]:
-        rows = []
+        rows, records = [], []
         for transport in TRANSPORTS[a.transport]:
             asyncio.run(warm_up(base_url, transport, a.warmup, a))
             for level in levels:
                 row = asyncio.run(run_level(base_url, transport, a.mode, level, a, floor_data))
                 row["loadavg_end"] = machine.loadavg()
+                if "records" in row:  # per-request records: beside the summary, in a git-ignored file
+                    records.append({"transport": transport, "level": level, "records": row.pop("records")})
+                    a.out.with_suffix(".records.json").write_text(json.dumps(records) + "\n")
                 rows.append(row)
                 # Rewritten after every level: a run stopped by a time limit keeps what it finished.
                 a.out.write_text(json.dumps({**result(rows), "partial": True}, indent=1) + "\n")
