@@ -13,7 +13,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 from contextlib import aclosing
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -61,6 +61,14 @@ class EngineStats:
     # (KV usage: the mean).
     per_engine: dict[int, tuple[int, int, float]] = field(default_factory=dict)
     last_step_by_engine: dict[int, float] = field(default_factory=dict)
+    # Called after each scheduler report and each finished request (metrics.py, several serving
+    # processes: publishes these figures where every process's /metrics sees them).
+    on_change: Callable[[], None] | None = None
+
+    def request_finished(self, reason: str) -> None:
+        self.finished[reason] += 1
+        if self.on_change is not None:
+            self.on_change()
 
     def record_scheduler(self, engine: int, running: int, waiting: int, kv_usage: float, now: float) -> None:
         """One engine core's scheduler figures after one of its steps."""
@@ -79,6 +87,8 @@ class EngineStats:
         self.last_step_time = now
         if self.step_trace is not None:
             self.step_trace.append(now)
+        if self.on_change is not None:
+            self.on_change()
 
 
 def _stat_logger_factory(stats: EngineStats):
@@ -294,7 +304,7 @@ class MelEngine:
                         self.last_finish_reason = reason
                         return
         finally:
-            self.stats.finished[reason] += 1
+            self.stats.request_finished(reason)
 
     async def wait_idle(self, timeout: float) -> bool:
         """Wait until the engine reports no running or waiting request (for tests and drain)."""

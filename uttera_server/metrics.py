@@ -5,8 +5,10 @@ Engine queue gauges are read from `SpeechSynthesizer.engine_stats()` at scrape t
 Several serving processes (`--api-servers N`, frontends.py) share one Prometheus multiprocess directory
 (`PROMETHEUS_MULTIPROC_DIR`, set by the supervisor before they start): counters and histograms are
 summed over the processes, the stream and connection gauges too, so whichever process answers
-`/metrics` reports the whole server. The engine gauges (waiting, running, KV usage) are the engine's
-own figures as last reported to the answering process; the CPU counters are that process's.
+`/metrics` reports the whole server. vLLM sends each step's scheduler figures to one serving process
+only, so each process publishes what it receives there: the engine gauges (waiting, running, KV usage)
+as the most recent value any process received, engine requests finished summed over the processes.
+The engine step counters and the CPU counters are the answering process's own.
 """
 
 import logging
@@ -45,31 +47,40 @@ class Outcome(StrEnum):
     DISCONNECTED = "disconnected"  # the client went away mid-stream
 
 
+FINISHED_HELP = "Engine requests ended, by reason: stop, length (a runaway), abort"
+
+
 class _EngineQueueCollector(Collector):
-    def __init__(self, engine_stats: Callable[[], "EngineStats"]):
+    """The engine's figures from this process's `EngineStats`, read at scrape time. `shared`: the queue
+    gauges and finished counts come from the multiprocess files instead (`_EnginePublisher`)."""
+
+    def __init__(self, engine_stats: Callable[[], "EngineStats"], shared: bool = False):
         self._engine_stats = engine_stats
+        self._shared = shared
 
     def describe(self) -> Iterator[Metric]:
-        return iter(self._families())
+        return iter(() if self._shared else self._families())
 
     def collect(self) -> Iterator[Metric]:
-        waiting, running, kv = families = self._families()
+        families: tuple[Metric, ...] = () if self._shared else self._families()
         try:
             stats = self._engine_stats()
-            waiting.add_metric([], stats.num_waiting)
-            running.add_metric([], stats.num_running)
-            kv.add_metric([], stats.kv_cache_usage)
-            finished = CounterMetricFamily("uttera_engine_requests_finished",
-                                           "Engine requests ended, by reason: stop, length (a runaway), abort",
-                                           labels=["reason"])
-            for reason, count in sorted(stats.finished.items()):
-                finished.add_metric([reason], count)
+            if not self._shared:
+                waiting, running, kv = families
+                waiting.add_metric([], stats.num_waiting)
+                running.add_metric([], stats.num_running)
+                kv.add_metric([], stats.kv_cache_usage)
+                finished = CounterMetricFamily("uttera_engine_requests_finished", FINISHED_HELP,
+                                               labels=["reason"])
+                for reason, count in sorted(stats.finished.items()):
+                    finished.add_metric([reason], count)
+                families = (*families, finished)
             steps = CounterMetricFamily("uttera_engine_steps", "Engine steps that followed a step with running "
                                         "requests", value=stats.busy_steps)
             step_s = CounterMetricFamily("uttera_engine_step_seconds", "Wall time of those steps, as seen by "
                                          "the server (their mean is the step time under load)",
                                          value=stats.busy_step_s)
-            families = (*families, finished, steps, step_s)
+            families = (*families, steps, step_s)
         except Exception:  # engine not started or gone: export the names without samples
             log.debug("engine_stats() failed at scrape time", exc_info=True)
         return iter(families)
@@ -81,6 +92,35 @@ class _EngineQueueCollector(Collector):
             GaugeMetricFamily("uttera_engine_running_requests", "Requests the engine is decoding"),
             GaugeMetricFamily("uttera_engine_kv_cache_usage", "Fraction of the engine's KV cache blocks in use"),
         )
+
+
+class _EnginePublisher:
+    """Several serving processes: this process's share of the engine's figures, written to the
+    multiprocess files at every report (`EngineStats.on_change`), so any process's /metrics shows the
+    whole server's (queue gauges: the most recent report any process received; finished: summed)."""
+
+    def __init__(self, registry: CollectorRegistry):
+        self.waiting = Gauge("uttera_engine_waiting_requests", "Requests queued in the engine scheduler",
+                             registry=registry, multiprocess_mode="mostrecent")
+        self.running = Gauge("uttera_engine_running_requests", "Requests the engine is decoding",
+                             registry=registry, multiprocess_mode="mostrecent")
+        self.kv = Gauge("uttera_engine_kv_cache_usage", "Fraction of the engine's KV cache blocks in use",
+                        registry=registry, multiprocess_mode="mostrecent")
+        self.finished = Counter("uttera_engine_requests_finished", FINISHED_HELP, ["reason"], registry=registry)
+        self._published: dict[str, int] = {}
+        self._last: tuple | None = None
+
+    def publish(self, stats: "EngineStats") -> None:
+        queues = (stats.num_waiting, stats.num_running, stats.kv_cache_usage)
+        if queues != self._last:  # most steps change nothing: skip the writes
+            self._last = queues
+            self.waiting.set(queues[0])
+            self.running.set(queues[1])
+            self.kv.set(queues[2])
+        for reason, count in stats.finished.items():
+            if (delta := count - self._published.get(reason, 0)) > 0:
+                self.finished.labels(reason).inc(delta)
+                self._published[reason] = count
 
 
 def _thread_cpu_s(native_id: int) -> float | None:
@@ -151,7 +191,13 @@ class ServerMetrics:
         )  # fmt: skip
         self.ws_connections = Gauge("uttera_ws_connections", "Open WebSocket connections", registry=r,
                                     multiprocess_mode="livesum")
-        self._process_collectors = (_EngineQueueCollector(engine_stats), _ServerCpuCollector())
+        self._process_collectors = (_EngineQueueCollector(engine_stats, shared=self.multiprocess),
+                                    _ServerCpuCollector())
+        if self.multiprocess:
+            publisher = _EnginePublisher(r)
+            stats = engine_stats()
+            stats.on_change = lambda: publisher.publish(stats)
+            publisher.publish(stats)
         for collector in self._process_collectors:
             r.register(collector)
         for transport in Transport:  # export every series from the start, at zero

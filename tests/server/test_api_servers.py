@@ -16,7 +16,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from _server_process import start_server, timeout
-from _speech_client import read_metrics, recv, requests_total
+from _speech_client import metric, read_metrics, recv, requests_total
 from uttera_server.ws_messages import decode_audio_frame
 
 TEXTS = [f"Stream number {i} says hello to everyone listening." for i in range(12)]
@@ -57,7 +57,9 @@ async def test_connections_reach_both_processes(two_frontends):
 
 async def test_concurrent_streams_whole_and_summed_in_metrics(two_frontends):
     async with httpx.AsyncClient(base_url=two_frontends.url, timeout=timeout(30)) as client:
-        before = requests_total(await read_metrics(client), "http", "ok")
+        samples = await read_metrics(client)
+        before = requests_total(samples, "http", "ok")
+        stopped = metric(samples, "uttera_engine_requests_finished_total", reason="stop")
     alone = await _speech(two_frontends.url, TEXTS[0])
     together = await asyncio.gather(*(_speech(two_frontends.url, t) for t in TEXTS))
     # Deterministic engine: a stream's audio does not depend on which process served it or on the
@@ -69,8 +71,12 @@ async def test_concurrent_streams_whole_and_summed_in_metrics(two_frontends):
     # Counters are summed over both serving processes, whichever answers.
     for _ in range(4):
         async with httpx.AsyncClient(base_url=two_frontends.url, timeout=timeout(30)) as client:
-            after = requests_total(await read_metrics(client), "http", "ok")
-        assert after - before == len(TEXTS) + 1
+            samples = await read_metrics(client)
+        assert requests_total(samples, "http", "ok") - before == len(TEXTS) + 1
+        # The engine's figures too: each text is one sentence, one engine request, whichever process
+        # sent it; and the engine is idle again, as the last report any process received says.
+        assert metric(samples, "uttera_engine_requests_finished_total", reason="stop") - stopped == len(TEXTS) + 1
+        assert metric(samples, "uttera_engine_running_requests") == 0
 
 
 async def test_websocket_session_with_several_contexts(two_frontends):
