@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
-from uttera_server.pointer_rules import pointer_window
+from uttera_server.model.pointer_rules import pointer_window
 
 
 def rms_norm(x, w, eps):

@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import load_file
 
 from training.model import AcousticConfig, UtteraTTS
-from uttera_server.pointer_rules import pointer_window
+from uttera_server.model.pointer_rules import pointer_window
 
 
 @dataclass(slots=True)

@@ -1,4 +1,4 @@
-"""Plain-PyTorch twin of the served acoustic model (docs/model-format.md, uttera_server/tts_model.py).
+"""Plain-PyTorch twin of the served acoustic model (docs/model-format.md, uttera_server/model/tts_model.py).
 
 The math is vLLM's Llama exactly: pre-norm RMSNorm (`rms_norm_eps`), neox-style RoPE on sequence
 positions (`rope_theta`), causal attention without biases, SiLU-gated MLP, a final RMSNorm whose

@@ -1,4 +1,4 @@
-from uttera_server.pointer_rules import pointer_window
+from uttera_server.model.pointer_rules import pointer_window
 
 
 def window(tokens, n=5, offset=0):

@@ -8,4 +8,4 @@ def register() -> None:
 
     engine_patches.apply()
     if "UtteraTTSForCausalLM" not in ModelRegistry.get_supported_archs():
-        ModelRegistry.register_model("UtteraTTSForCausalLM", "uttera_server.tts_model:UtteraTTSForCausalLM")
+        ModelRegistry.register_model("UtteraTTSForCausalLM", "uttera_server.model.tts_model:UtteraTTSForCausalLM")

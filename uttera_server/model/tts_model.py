@@ -2,17 +2,18 @@
 
 A Llama decoder from vLLM's own layers (paged attention, fused qkv/gate-up) whose generated tokens are
 *pointers* into the phoneme prompt. Besides the logits, every sampled row yields one mel chunk of
-`frames_per_step` frames: `compute_logits` runs the mel head on the same hidden states and leaves the
-result in `last_mel` for the runner patch (engine_patches/gpu_model_runner.py) to route per request.
+`frames_per_step` frames: `compute_logits` runs the mel head on the same hidden states and hands the
+result over in `step_mel` (step_mel.py: the contract with the runner patch, engine_patches/gpu_model_runner.py,
+which routes it per request).
 """
-
-from collections.abc import Iterable
 
 import torch
 from torch import nn
 from vllm.config import VllmConfig
 from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 from vllm.model_executor.models.llama import LlamaForCausalLM
+
+from .step_mel import StepMel
 
 
 class MelHead(nn.Module):
@@ -41,7 +42,7 @@ class UtteraTTSForCausalLM(LlamaForCausalLM):
         # compiled forward never touches it (embeddings are built here, passed as inputs_embeds).
         self.model.pos_embed = VocabParallelEmbedding(self.max_phonemes, config.hidden_size)
         self.mel_head = MelHead(config.hidden_size, int(config.frames_per_step), int(config.n_mels))
-        self.last_mel: torch.Tensor | None = None
+        self.step_mel = StepMel()
 
     def embed_input_ids(self, input_ids: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """Token embedding plus the absolute phoneme-index embedding (docs/model-format.md).
@@ -65,8 +66,19 @@ class UtteraTTSForCausalLM(LlamaForCausalLM):
         return self.model(None, positions, intermediate_tensors, inputs_embeds)
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
-        self.last_mel = self.mel_head(hidden_states)
+        """Logits `(N, vocab)` of the sampled rows `(N, hidden)`; their mel chunks go to `step_mel`."""
+        self.step_mel.put(self.mel_head(hidden_states))
         return super().compute_logits(hidden_states)
 
-    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
-        return super().load_weights(weights)
+    # The runner patch reads `model.last_mel` and then sets it to None (engine_patches/gpu_model_runner.py,
+    # which another change is editing); these two map that onto `step_mel`. Once the patch calls
+    # `model.step_mel.take()` itself, they go.
+    @property
+    def last_mel(self) -> torch.Tensor | None:
+        return self.step_mel.peek()
+
+    @last_mel.setter
+    def last_mel(self, value: None) -> None:
+        if value is not None:
+            raise TypeError("last_mel is written by compute_logits only; the runner sets it to None to take it")
+        self.step_mel.take()
