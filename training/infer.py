@@ -1,4 +1,4 @@
-"""Offline greedy inference with the serving pointer rules (uttera_server/pointer_logits.py).
+"""Offline greedy inference with the serving pointer rules (uttera_server/model/pointer_logits.py).
 
 Rules per step: the first generated token is pointer 0; later tokens move the pointer by
 0..max_advance, never past the last phoneme; after `max_steps_per_phoneme` steps on one phoneme the

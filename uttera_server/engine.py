@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-POINTER_PROCESSOR = "uttera_server.pointer_logits:PointerLogitsProcessor"
+POINTER_PROCESSOR = "uttera_server.model.pointer_logits:PointerLogitsProcessor"
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ def test_offset_maps_tokens_to_pointers():
 def _processor(offset, stop, max_advance=3, max_dwell=2):
     import torch
 
-    from uttera_server.pointer_logits import PointerLogitsProcessor
+    from uttera_server.model.pointer_logits import PointerLogitsProcessor
 
     proc = PointerLogitsProcessor.__new__(PointerLogitsProcessor)  # no vLLM config needed for apply()
     proc.offset, proc.stop, proc.max_advance, proc.max_dwell = offset, stop, max_advance, max_dwell
@@ -39,7 +39,7 @@ def test_vectorized_processor_matches_pointer_window():
 
     import torch
 
-    from uttera_server.pointer_logits import _Track
+    from uttera_server.model.pointer_logits import _Track
 
     offset, max_phonemes = 10, 12
     stop = offset + max_phonemes

@@ -5,7 +5,7 @@ pointer moves by 0..max_advance and never past the last phoneme; it may dwell on
 `max_steps_per_phoneme` steps; STOP is allowed only on the last phoneme (and forced once the dwell
 limit is reached there). So every request ends within `n_phonemes * max_steps_per_phoneme + 1`
 steps whatever the weights, and random-weight models cannot skip back, loop or run away. The rules
-are `model.pointer_rules.pointer_window`'s; tests/engine/test_pointer_rules.py checks this vectorized form
+are `pointer_rules.pointer_window`'s; tests/engine/test_pointer_rules.py checks this vectorized form
 against it.
 """
 
