@@ -18,6 +18,8 @@ Stages, all 22,050 Hz mono float in [-1, 1]:
      ours, so no conversion is applied.
   d  served: the raw line through `uttera_server.synthesizer.Synthesizer` (acoustic model in the vLLM
      engine + our streaming vocoder), int16 PCM / 32767, one request at a time.
+  e  the same engine's mel for the same line (the served requests' own mel, each sentence's steps in
+     order) -> HiFi-GAN UNIVERSAL offline: what a better vocoder would make of today's acoustic model.
 Per clip: log-mel L1 to a's mel (mean |diff| over 80 mels x frames; b and c are frame-aligned with a, d is
 not, so "DTW L1" aligns each stage's mel to a's by dynamic time warping on per-frame L1 and averages the
 path), clipped samples (|x| >= 0.999), peak dBFS. Judges run in a separate interpreter
@@ -44,7 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 STAGES = {"a": "teacher (Piper joe-medium)", "b": "teacher mel -> our vocoder",
-          "c": "teacher mel -> HiFi-GAN UNIVERSAL", "d": "served (acoustic model -> our vocoder)"}
+          "c": "teacher mel -> HiFi-GAN UNIVERSAL", "d": "served (acoustic model -> our vocoder)",
+          "e": "acoustic model mel -> HiFi-GAN UNIVERSAL"}
 CLIP = 0.999
 
 
@@ -115,23 +118,44 @@ def copy_synthesis(teacher: list[np.ndarray], model: Path, hifigan_dir: Path | N
     return mels, b, c
 
 
-async def _serve(model: Path, lines: list[str]) -> list[np.ndarray]:
+async def _serve(model: Path, lines: list[str]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Stage d's audio and the engine's mel `(T, 80)` for each line (the mel the served vocoder got)."""
     from uttera_server.config import EngineConfig
     from uttera_server.synthesizer import AudioChunk, Synthesizer
 
-    synth = Synthesizer(model, EngineConfig(kv_cache_memory_bytes=1 << 30))
+    synth = Synthesizer(model, EngineConfig(kv_cache_memory_bytes=1 << 30, vocoder_process="frontend"))
     await synth.start()
+    worker = synth.vocoder_worker
+    pushed: dict[str, list[np.ndarray]] = {}
+    original_push = worker.push
+
+    def push(sid, frames):  # a tap on the mel going to the vocoder (speed 1: frames unscaled)
+        pushed.setdefault(sid, []).append(np.array(frames, np.float32))
+        return original_push(sid, frames)
+
+    worker.push = push
     try:
         if synth.sample_rate != 22050:
             raise SystemExit(f"served sample rate {synth.sample_rate}, expected 22050")
-        out = []
+        out, mels = [], []
         for n, line in enumerate(lines):
+            pushed.clear()
             parts = [item.pcm async for item in synth.stream(line) if isinstance(item, AudioChunk)]
             out.append(np.concatenate(parts).astype(np.float32) / 32767.0)
+            mels.append(np.concatenate([np.concatenate(f) for f in pushed.values()]))  # sentences in order
             print(f"[served {n + 1}/{len(lines)}] {len(out[-1]) / 22050:.2f} s", flush=True)
-        return out
+        return out, mels
     finally:
         await synth.close()
+
+
+def hifigan_on(mels: list[np.ndarray], hifigan_dir: Path | None) -> list[np.ndarray]:
+    """Stage e: each `(T, 80)` mel through HiFi-GAN UNIVERSAL, offline."""
+    import torch
+
+    hifigan = load_hifigan(hifigan_dir)
+    with torch.inference_mode():
+        return [hifigan(torch.from_numpy(m.T[None].copy())).reshape(-1).numpy().astype(np.float32) for m in mels]
 
 
 def dtw_l1(ref: np.ndarray, test: np.ndarray) -> float:
@@ -197,7 +221,8 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
 
-    audio = {"d": asyncio.run(_serve(a.model, lines))}  # first, before this process loads more weights
+    served, served_mels = asyncio.run(_serve(a.model, lines))  # first, before this process loads more weights
+    audio = {"d": served, "e": hifigan_on(served_mels, a.hifigan_dir)}
     audio["a"] = teacher_clips(lines)
     mels, audio["b"], audio["c"] = copy_synthesis(audio["a"], a.model, a.hifigan_dir)
 
@@ -217,7 +242,7 @@ def main() -> None:
             if st != "a":
                 with torch.inference_mode():
                     m = mel_fn(torch.from_numpy(x)).numpy()
-                if st in ("b", "c"):  # frame-aligned with a; d's durations are its own (equal length is chance)
+                if st in ("b", "c"):  # frame-aligned with a; d's and e's durations are their own
                     r["mel_l1"] = float(np.abs(m - mels[n]).mean())
                 r["dtw_l1"] = dtw_l1(mels[n], m)
             row[st] = r

@@ -169,7 +169,10 @@ def judge_all(lines: list[str], recs: list[dict], a, audio_dir: Path) -> list[di
         sents = text_frontend.prepare(line)
         ref = " ".join(s.normalized for s in sents)
         t = teacher.get(line, sents)
-        ours = np.frombuffer(rec["pcm"], np.int16).astype(np.float32) / 32767.0
+        pcm = np.frombuffer(rec["pcm"], np.int16)
+        peak = int(np.abs(pcm.astype(np.int32)).max(initial=0))
+        clipped = int(np.count_nonzero((pcm >= 32767) | (pcm <= -32767)))  # at full scale: clipped
+        ours = pcm.astype(np.float32) / 32767.0
         (audio_dir / f"{rec['index']:03d}.wav").write_bytes(wav_bytes(ours, rec["sr"]))
         ours = ours / max(float(np.abs(ours).max()), 1e-8) * 0.95  # as training/evaluate.py
         hyp = judge.transcribe(ours, rec["sr"])
@@ -180,6 +183,7 @@ def judge_all(lines: list[str], recs: list[dict], a, audio_dir: Path) -> list[di
                "ours_audio_s": round(rec["audio_s"], 3), "teacher_audio_s": round(t["audio_s"], 3),
                "duration_ratio": ratio, "ttfa_ms": 1000 * rec["ttfa_s"], "total_s": rec["total_s"],
                "rtf": rec["total_s"] / max(rec["audio_s"], 1e-9),
+               "clipped_samples": clipped, "peak_dbfs": 20 * float(np.log10(max(peak, 1) / 32767.0)),
                "length_ends": rec["length_ends"], "stop_ends": rec["stop_ends"],
                "ours_last_word": last_word_kept(ref, hyp), "teacher_last_word": last_word_kept(ref, t["hyp"])}
         row["truncated"] = ratio < SHORT_RATIO or not row["ours_last_word"]
@@ -227,6 +231,9 @@ def summarize(rows: list[dict], phase: dict) -> dict:
         "rtf_mean": statistics.fmean(r["rtf"] for r in rows), "rtf_p95": pct([r["rtf"] for r in rows], 95),
         "ttfa_ms_p50": pct([r["ttfa_ms"] for r in rows], 50), "ttfa_ms_p95": pct([r["ttfa_ms"] for r in rows], 95),
         "audio_s_total": sum(r["ours_audio_s"] for r in rows),
+        "clipped_clips": sum(r.get("clipped_samples", 0) > 0 for r in rows),
+        "clipped_samples": sum(r.get("clipped_samples", 0) for r in rows),
+        "peak_dbfs_max": max(r.get("peak_dbfs", float("-inf")) for r in rows),
     })
     return s
 
@@ -242,6 +249,7 @@ def table(s: dict) -> tuple[str, dict]:
         "durations_within_30pct": s["duration_outside_30pct"] == 0,
         "zero_runaways": s["runaways"] == 0,
         "rtf_le_0.5": s["rtf_mean"] <= 0.5 and s["rtf_p95"] <= 0.5,
+        "zero_clipped_samples": s["clipped_samples"] == 0,
     }
     ok = lambda k: "met" if met[k] else "NOT met"  # noqa: E731
     rows = [
@@ -268,6 +276,8 @@ def table(s: dict) -> tuple[str, dict]:
         ("single-stream RTF mean / p95 (HTTP, incl. vocoder)", f"{s['rtf_mean']:.3f} / {s['rtf_p95']:.3f}", "–",
          f"≤ 0.5: {ok('rtf_le_0.5')}"),
         ("TTFA p50 / p95", f"{s['ttfa_ms_p50']:.0f} / {s['ttfa_ms_p95']:.0f} ms", "–", ""),
+        ("clipped clips / samples (at full scale); peak", f"{s['clipped_clips']} / {s['clipped_samples']}; "
+         f"{s['peak_dbfs_max']:.1f} dBFS", "–", f"0: {ok('zero_clipped_samples')}"),
     ]
     lines = ["| metric | ours | teacher | target |", "| --- | --- | --- | --- |"]
     lines += [f"| {' | '.join(r)} |" for r in rows]

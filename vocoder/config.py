@@ -4,7 +4,7 @@ Two groups of fields:
 
 * **Analysis** (`sample_rate` … `log_clamp`): the log-mel the acoustic model is trained to emit. They
   must equal the acoustic model's `config.json` keys of the same name; `check_matches` enforces it.
-* **Network** (`dim` … `mag_clip`): the Vocos-style generator in `vocoder/model.py`.
+* **Network** (`dim` … `output_gain`): the Vocos-style generator in `vocoder/model.py`.
 
 Frame convention (see `vocoder/mel.py`): mel frame `t` analyses samples centred on the hop block
 `[t * hop_length, (t + 1) * hop_length)`, so `T` frames pair with exactly `T * hop_length` samples.
@@ -62,6 +62,9 @@ class VocoderConfig:
     """ConvNeXt layer-scale init; None means 1 / num_layers (as Vocos)."""
     mag_clip: float = 100.0
     """Upper clip of the predicted linear STFT magnitude (exp of the head output)."""
+    output_gain: float = 1.0
+    """Fixed scale of the waveform (of the magnitudes, the iSTFT being linear): headroom for a vocoder
+    trained on peak-normalized audio, whose peaks overshoot full scale (voices/default: 0.5)."""
 
     def __post_init__(self) -> None:
         def need(ok: bool, msg: str) -> None:
@@ -104,6 +107,8 @@ class VocoderConfig:
              f"layer_scale_init must be positive or null, got {self.layer_scale_init}")
         need(self.mag_clip > 0 and math.isfinite(self.mag_clip),
              f"mag_clip must be a positive finite float, got {self.mag_clip}")
+        need(isinstance(self.output_gain, (int, float)) and not isinstance(self.output_gain, bool)
+             and 0.0 < self.output_gain <= 4.0, f"output_gain must be in (0, 4], got {self.output_gain!r}")
         self.f_min = float(self.f_min)
         self.f_max = float(self.f_max)
 

@@ -27,12 +27,14 @@ class ISTFTHead(nn.Module):
     """Hidden frames `(B, dim, T)` -> waveform `(B, T * hop)` via predicted log-magnitude and phase.
 
     A linear layer predicts `n_fft + 2` values per frame: `n_fft / 2 + 1` log-magnitudes (exp'd and
-    clipped at `mag_clip`) and as many phases (radians, used through cos/sin so no wrapping issue).
+    clipped at `mag_clip`, then scaled by `gain`) and as many phases (radians, used through cos/sin so no
+    wrapping issue).
     """
 
-    def __init__(self, dim: int, n_fft: int, hop_length: int, win_length: int, mag_clip: float):
+    def __init__(self, dim: int, n_fft: int, hop_length: int, win_length: int, mag_clip: float,
+                 gain: float = 1.0):
         super().__init__()
-        self.n_fft, self.hop_length, self.mag_clip = n_fft, hop_length, mag_clip
+        self.n_fft, self.hop_length, self.mag_clip, self.gain = n_fft, hop_length, mag_clip, gain
         self.pad = (n_fft - hop_length) // 2
         self.out = nn.Linear(dim, n_fft + 2)
         window = hann_window(win_length, n_fft)
@@ -44,6 +46,8 @@ class ISTFTHead(nn.Module):
         x = self.out(h.transpose(1, 2)).transpose(1, 2)
         log_mag, phase = x.float().chunk(2, dim=1)
         mag = torch.exp(log_mag).clamp(max=self.mag_clip)
+        if self.gain != 1.0:  # the waveform's scale (`VocoderConfig.output_gain`)
+            mag = mag * self.gain
         spec = torch.complex(mag * torch.cos(phase), mag * torch.sin(phase))
         return torch.fft.irfft(spec, n=self.n_fft, dim=1) * self.window.float()[None, :, None]
 

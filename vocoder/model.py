@@ -37,7 +37,7 @@ class Vocoder(nn.Module):
             ConvNeXtBlock(c.dim, c.intermediate_dim, c.kernel_size, layer_scale)
             for _ in range(c.num_layers))
         self.final_norm = nn.LayerNorm(c.dim, eps=1e-6)
-        self.head = ISTFTHead(c.dim, c.n_fft, c.hop_length, c.win_length, c.mag_clip)
+        self.head = ISTFTHead(c.dim, c.n_fft, c.hop_length, c.win_length, c.mag_clip, c.output_gain)
         self.apply(self._init_weights)
 
     @staticmethod
