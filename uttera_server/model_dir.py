@@ -60,6 +60,7 @@ class VoiceModelConfig:
         for required in ("model.safetensors", "vocoder/config.json", "vocoder/model.safetensors"):
             if not (path / required).is_file():
                 raise ModelDirectoryError(f"model directory {path} lacks {required}")
+        _check_phoneme_table(path)
         voice = raw.get("voice", {})
         try:
             return cls(
@@ -81,3 +82,21 @@ class VoiceModelConfig:
             )
         except KeyError as e:
             raise ModelDirectoryError(f"{file} lacks the key {e.args[0]!r}") from None
+
+
+def _check_phoneme_table(path: Path) -> None:
+    """A voice's `phonemes.json` (written by training/export.py: the ids it was trained on) must be the
+    frontend's table: other ids would make the model speak the wrong sounds, without an error."""
+    from .frontend.phoneme_table import PhonemeTable, en_us
+
+    file = path / "phonemes.json"
+    if not file.is_file():
+        return
+    try:
+        table = PhonemeTable.from_dict(json.loads(file.read_text()))
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise ModelDirectoryError(f"{file} is not a phoneme table: {e}") from None
+    if table != en_us():
+        raise ModelDirectoryError(f"{file}: the voice was trained on a phoneme table other than the server's "
+                                  "frontend (uttera_server/frontend/phonemes_en_us.json); serve it with the "
+                                  "frontend it was trained with")
