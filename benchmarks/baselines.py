@@ -77,7 +77,7 @@ class Pipelines:
     async def start(self) -> None:
         import torch
 
-        from uttera_server.synthesizer import Synthesizer
+        from uttera_server.synthesis.synthesizer import Synthesizer
         from vocoder.model import Vocoder
 
         a = self.args
@@ -106,7 +106,7 @@ class Pipelines:
     def _cuda_worker(self, own_stream: bool):
         import torch
 
-        from uttera_server.vocoder_worker import VocoderWorker
+        from uttera_server.synthesis.vocoder_worker import VocoderWorker
         from vocoder.model import Vocoder
         from vocoder.streaming import StreamingVocoder
 
@@ -131,7 +131,7 @@ class Pipelines:
 
     # --- one request per variant ---
     async def request_d(self, text: str, kind: str, name: str = "d") -> RequestRecord:
-        from uttera_server.synthesizer import AudioChunk
+        from uttera_server.synthesis.synthesizer import AudioChunk
 
         rec = RequestRecord(name, kind, len(text), time.perf_counter(), self.model.sample_rate)
         try:

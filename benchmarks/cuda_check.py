@@ -29,7 +29,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from uttera_server.vocoder_worker import VocoderWorker  # noqa: E402
+from uttera_server.synthesis.vocoder_worker import VocoderWorker  # noqa: E402
 from vocoder.model import Vocoder  # noqa: E402
 from vocoder.streaming import StreamingVocoder  # noqa: E402
 

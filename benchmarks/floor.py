@@ -100,7 +100,7 @@ def vocoder_ms(model_dir: Path, cfg, mel, device: str, repeats: int) -> tuple[fl
 
 
 async def measure(a) -> dict:
-    from uttera_server.engine import MelEngine
+    from uttera_server.synthesis.mel_engine import MelEngine
     from uttera_server.frontend import prepare
     from uttera_server.model_dir import VoiceModelConfig
 

@@ -59,7 +59,7 @@ def make(out: Path, hidden: int, layers: int, heads: int, intermediate: int, see
 
 async def check(out: Path, steps: int) -> None:
     from uttera_server.config import EngineConfig
-    from uttera_server.engine import MelEngine
+    from uttera_server.synthesis.mel_engine import MelEngine
     from uttera_server.model_dir import VoiceModelConfig
 
     engine = MelEngine(VoiceModelConfig.load(out), EngineConfig(max_num_seqs=2, kv_cache_memory_bytes=512 << 20,

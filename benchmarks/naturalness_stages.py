@@ -121,7 +121,7 @@ def copy_synthesis(teacher: list[np.ndarray], model: Path, hifigan_dir: Path | N
 async def _serve(model: Path, lines: list[str]) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Stage d's audio and the engine's mel `(T, 80)` for each line (the mel the served vocoder got)."""
     from uttera_server.config import EngineConfig
-    from uttera_server.synthesizer import AudioChunk, Synthesizer
+    from uttera_server.synthesis.synthesizer import AudioChunk, Synthesizer
 
     synth = Synthesizer(model, EngineConfig(kv_cache_memory_bytes=1 << 30, vocoder_process="frontend"))
     await synth.start()

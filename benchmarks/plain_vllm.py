@@ -148,7 +148,7 @@ async def measure(llm, trace: StepTrace, ours: bool, stop_id: int, batch: list[l
 
 def engine_args(a) -> dict:
     """{variant: AsyncEngineArgs}: ours as the server builds them, plain the same with the stock model."""
-    from uttera_server.engine import MelEngine
+    from uttera_server.synthesis.mel_engine import MelEngine
     from uttera_server.model_dir import VoiceModelConfig
 
     from benchmarks.floor import engine_config

@@ -143,7 +143,7 @@ class EngineVocoder:
         return req_id in self._routes
 
     def open(self, req_id: str, route: PcmRoute) -> None:
-        from uttera_server.speed import MelTimeScale
+        from uttera_server.synthesis.speed import MelTimeScale
 
         self._routes[req_id] = route
         self.vocoder.open(req_id)

@@ -10,7 +10,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from _server_process import timeout
-from uttera_server.ws_messages import decode_audio_frame
+from uttera_server.ws.messages import decode_audio_frame
 
 
 async def read_metrics(client: httpx.AsyncClient) -> dict[tuple[str, frozenset], float]:

@@ -22,7 +22,7 @@ SENTENCES = ("The quick brown fox jumps over the lazy dog.", "Please call me at 
 async def check(voice_dir: str) -> bool:
     from training.infer import generate, load_model_dir
     from uttera_server.config import EngineConfig
-    from uttera_server.engine import MelEngine
+    from uttera_server.synthesis.mel_engine import MelEngine
     from uttera_server.frontend import prepare
     from uttera_server.model_dir import VoiceModelConfig
 

@@ -17,17 +17,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 
-from . import guard, http_info
+from . import guard
+from .http import info as http_info
 from .app_state import AppState
 from .config import ServerConfig
-from .http_speech import create_speech
+from .http.speech import create_speech
 from .logs import RequestIdMiddleware
 from .metrics import ServerMetrics
 from .speech_params import Catalog
 from .streams import ActiveStreams
 from .synthesis import SpeechSynthesizer
-from .web import routes as _web_routes
-from .ws_stream import speech_stream
+from .http.web import routes as _web_routes
+from .ws.endpoint import speech_stream
 
 log = logging.getLogger(__name__)
 

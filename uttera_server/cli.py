@@ -24,7 +24,7 @@ from .errors import ConfigError, UtteraError
 from .logs import setup_logging
 from .speech_params import Catalog, check_speed, check_text, check_voice
 from .synthesis import SpeechSynthesizer
-from .wav import SAMPLE_BYTES, pcm_bytes
+from .audio.wav import SAMPLE_BYTES, pcm_bytes
 
 log = logging.getLogger("uttera_server")
 
@@ -36,7 +36,7 @@ SynthesizerFactory = Callable[[ServerConfig], SpeechSynthesizer]
 
 def make_synthesizer(config: ServerConfig) -> SpeechSynthesizer:
     """The one place a Synthesizer is constructed (not started) from the configuration."""
-    from .synthesizer import Synthesizer
+    from .synthesis.synthesizer import Synthesizer
 
     return Synthesizer(config.model_dir, config.engine, max_input_chars=config.max_input_chars)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from .ws_messages import DEFAULT_CONTEXT, decode_audio_frame
+from .ws.messages import DEFAULT_CONTEXT, decode_audio_frame
 
 
 @dataclass(frozen=True, slots=True)

@@ -208,7 +208,7 @@ class ServerConfig:
     ws_outbox_high_bytes: int = 1 << 20
     ws_outbox_low_bytes: int = 1 << 18
     log_format: str = "text"
-    # Exposure limits (docs/reliability.md; enforced by guard.py and http_limits.py):
+    # Exposure limits (docs/reliability.md; enforced by guard.py and http/limits.py):
     api_keys: tuple[str, ...] = ()  # empty: no authentication
     metrics_auth: bool = True  # GET /metrics needs a key too (when keys are set); /health never does
     cors_origins: tuple[str, ...] = ()  # browser origins allowed (CORS and WebSocket Origin); "*" = any

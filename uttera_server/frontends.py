@@ -58,10 +58,10 @@ def _listen(host: str, port: int) -> socket.socket:
 def _frontend_main(config: ServerConfig, index: int, count: int, addresses: dict, sock: socket.socket,
                    sink_base: str | None) -> None:
     """One serving process: a Synthesizer that is client `index` of the shared engine, served on `sock`."""
-    from .engine import EngineClientSlot
+    from .synthesis.mel_engine import EngineClientSlot
     from .logs import setup_logging
     from .serve import serve
-    from .synthesizer import Synthesizer
+    from .synthesis.synthesizer import Synthesizer
 
     setup_logging(config.log_level, config.log_format)
     synth = Synthesizer(config.model_dir, config.engine, max_input_chars=config.max_input_chars,
@@ -78,7 +78,7 @@ def serve_frontends(config: ServerConfig, count: int) -> bool:
     from vllm.v1.engine.utils import bind_engine_zmq_listeners, launch_core_engines
     from vllm.v1.executor import Executor
 
-    from .synthesizer import Synthesizer
+    from .synthesis.synthesizer import Synthesizer
 
     if not os.environ.get(PROMETHEUS_DIR_ENV):
         os.environ[PROMETHEUS_DIR_ENV] = tempfile.mkdtemp(prefix="uttera-metrics-")

@@ -10,7 +10,7 @@ from memory, and `http.disconnect` from the real connection.
 WebSocket upgrade, before it completes: Origin (403) -> API key (401) as HTTP responses; admission
 refusals after accept as an `error` message `overloaded` and close 1013.
 
-Header size and count and the header deadline are enforced lower down, in the HTTP protocol (http_limits.py),
+Header size and count and the header deadline are enforced lower down, in the HTTP protocol (http/limits.py),
 since no ASGI app runs until the headers are complete. CORS (preflights included) is Starlette's
 `CORSMiddleware`, outside this one.
 """
@@ -38,7 +38,7 @@ from .errors import (
     UtteraError,
     error_payload,
 )
-from .ws_messages import error as ws_error
+from .ws.messages import error as ws_error
 
 log = logging.getLogger(__name__)
 

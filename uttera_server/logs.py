@@ -4,7 +4,7 @@ JSON lines (one object per line, on stderr) carry:
 
     time        ISO 8601 UTC with milliseconds, e.g. "2026-12-03T08:11:10.023Z"
     level       INFO, WARNING, ...
-    logger      the logger's name (uttera_server.http_speech, uvicorn.access, vllm.v1.engine...)
+    logger      the logger's name (uttera_server.http.speech, uvicorn.access, vllm.v1.engine...)
     message     the formatted message
     request_id  the request's id (HTTP request or WebSocket connection), when there is one
     context_id  the WebSocket context, when there is one

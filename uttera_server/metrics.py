@@ -25,7 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from .engine import EngineStats
+    from .synthesis.mel_engine import EngineStats
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import uvicorn
 
 from .app import build_app
 from .config import ServerConfig
-from .http_limits import limited_protocol
+from .http.limits import limited_protocol
 from .logs import uvicorn_log_config
 from .streams import ActiveStreams
 from .synthesis import SpeechSynthesizer
@@ -83,7 +83,7 @@ def serve(config: ServerConfig, synth: SpeechSynthesizer, sock: socket.socket | 
         port=config.port,
         log_level=config.log_level,
         log_config=uvicorn_log_config(config.log_format),
-        http=limited_protocol(config),  # header deadline and size (http_limits.py)
+        http=limited_protocol(config),  # header deadline and size (http/limits.py)
         timeout_keep_alive=config.keep_alive_timeout_s,
         ws="websockets-sansio",
         ws_max_size=config.ws_max_message_bytes,

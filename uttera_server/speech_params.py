@@ -20,7 +20,7 @@ from .errors import (
     UnknownVoice,
     UnsupportedFormat,
 )
-from .speed import MAX_SPEED, MIN_SPEED
+from .synthesis.speed import MAX_SPEED, MIN_SPEED
 from .synthesis import DEFAULT_VOICE, SpeechSynthesizer
 
 MODEL_ALIAS = "uttera"  # always accepted as the name of the served model

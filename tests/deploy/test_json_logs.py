@@ -48,10 +48,10 @@ async def test_http_request_id_end_to_end(replicas):
                                                       "voice": "default"},
                             headers={"x-request-id": "trace-1.a:b_c"})
     assert r.status_code == 200 and r.headers["x-request-id"] == "trace-1.a:b_c"
-    lines = await lines_of(replica, "trace-1.a:b_c", "uttera_server.http_speech")
+    lines = await lines_of(replica, "trace-1.a:b_c", "uttera_server.http.speech")
     access = [x for x in lines if x["logger"] == "uvicorn.access"]
     assert access and "POST /v1/audio/speech" in access[0]["message"]
-    done = next(x for x in lines if x["logger"] == "uttera_server.http_speech")
+    done = next(x for x in lines if x["logger"] == "uttera_server.http.speech")
     assert done["transport"] == "http" and done["outcome"] == "ok"
     assert done["engine_request_id"] == "http-trace-1.a:b_c"
     assert 0 < done["ttfa_ms"] <= done["duration_ms"] and done["audio_s"] > 0
@@ -80,8 +80,8 @@ async def test_websocket_request_and_context_ids(replicas):
         await ctx.end()
         result = await ctx.collect(timeout(60))
     assert isinstance(result.final, Done)
-    segments = [x for x in await lines_of(replica, "ws-trace-7", "uttera_server.ws_stream")
-                if x["logger"] == "uttera_server.ws_stream"]
+    segments = [x for x in await lines_of(replica, "ws-trace-7", "uttera_server.ws.endpoint")
+                if x["logger"] == "uttera_server.ws.endpoint"]
     assert segments, "no segment line"
     for line in segments:
         assert line["transport"] == "websocket" and line["context_id"] == "turn-1"

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from tests.engine.reference import ReferenceModel
-from uttera_server.engine import MelEngine
+from uttera_server.synthesis.mel_engine import MelEngine
 from uttera_server.model_dir import VoiceModelConfig
 
 

@@ -4,7 +4,7 @@
 import pytest
 
 from engine_patches.shared_gpu import rank_on_host
-from uttera_server.engine import EngineStats
+from uttera_server.synthesis.mel_engine import EngineStats
 
 
 def test_ranks_beyond_the_host_share_gpu_groups_round_robin():

@@ -23,10 +23,10 @@ from engine_patches.pcm_wire import PcmRoute, decode, sink_address
 from tests.conftest import scaled
 from tests.engine.helpers import prompt
 from uttera_server.config import EngineConfig
-from uttera_server.engine import MelEngine
+from uttera_server.synthesis.mel_engine import MelEngine
 from uttera_server.model_dir import VoiceModelConfig
-from uttera_server.pcm_receiver import PcmReceiver, new_sink_base
-from uttera_server.speed import MelTimeScale
+from uttera_server.synthesis.pcm_receiver import PcmReceiver, new_sink_base
+from uttera_server.synthesis.speed import MelTimeScale
 from vocoder.model import Vocoder
 
 CHUNK_FRAMES, FIRST_CHUNK_FRAMES = 12, 6
@@ -252,7 +252,7 @@ async def test_abort_mid_stream_flushes_the_stream_and_the_engine_goes_on(voc, v
 
 @pytest.mark.parametrize("speed", [1.5, 0.75])
 async def test_speed_scales_the_mel_before_vocoding(voc, vocoder, speed):
-    from uttera_server.synthesizer import scaled_frames
+    from uttera_server.synthesis.synthesizer import scaled_frames
 
     ids = prompt(20, seed=11)
     mel = await mel_of(voc.engine, ids)
@@ -281,7 +281,7 @@ async def test_preempted_streams_still_equal_offline_vocoding(engines, vocoder):
 async def test_synthesizer_engine_vocoder_equals_frontend_vocoder(tiny_model_dir):
     """The same text through `Synthesizer(vocoder_process="engine")` and `"frontend"`: the same PCM (a
     random model speaks noise, the same noise), sentence by sentence, at two speeds."""
-    from uttera_server.synthesizer import AudioChunk, Synthesizer
+    from uttera_server.synthesis.synthesizer import AudioChunk, Synthesizer
 
     text = "Hello there. This is the in-engine vocoder, speaking a second, longer sentence!"
     common = {"max_num_seqs": 4, "vocoder_device": "cpu", "vocoder_chunk_frames": CHUNK_FRAMES,

@@ -12,7 +12,7 @@ import zmq
 import engine_patches.engine_vocoder as ev
 from engine_patches.engine_vocoder import EngineVocoder, EngineVocoderConfig
 from engine_patches.pcm_wire import PcmRoute, decode, sink_address
-from uttera_server.pcm_receiver import new_sink_base
+from uttera_server.synthesis.pcm_receiver import new_sink_base
 from vocoder.model import Vocoder
 
 FRAMES_PER_STEP = 4

@@ -11,7 +11,7 @@ import pytest
 
 from tests.engine.helpers import check_against_reference, collect, prompt
 from uttera_server.config import EngineConfig
-from uttera_server.engine import MelEngine
+from uttera_server.synthesis.mel_engine import MelEngine
 from uttera_server.model_dir import VoiceModelConfig
 
 

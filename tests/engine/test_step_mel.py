@@ -14,7 +14,7 @@ import torch
 from tests.conftest import scaled
 from tests.engine.helpers import prompt
 from uttera_server.config import EngineConfig
-from uttera_server.engine import MelEngine
+from uttera_server.synthesis.mel_engine import MelEngine
 from uttera_server.model.step_mel import StepMel, StepMelContractError
 from uttera_server.model_dir import VoiceModelConfig
 

@@ -23,7 +23,7 @@ def test_model_runner_v2_is_refused_before_the_server_starts(tiny_model_dir, mon
     would silently be lost, so the server refuses to start and says what to do."""
     from uttera_server.config import EngineConfig
     from uttera_server.errors import ConfigError
-    from uttera_server.synthesizer import Synthesizer
+    from uttera_server.synthesis.synthesizer import Synthesizer
 
     monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
     with pytest.raises(ConfigError, match="VLLM_USE_V2_MODEL_RUNNER"):

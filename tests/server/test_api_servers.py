@@ -17,7 +17,7 @@ from websockets.asyncio.client import connect
 
 from _server_process import start_server, timeout
 from _speech_client import metric, read_metrics, recv, requests_total
-from uttera_server.ws_messages import decode_audio_frame
+from uttera_server.ws.messages import decode_audio_frame
 
 TEXTS = [f"Stream number {i} says hello to everyone listening." for i in range(12)]
 

@@ -1,4 +1,4 @@
-"""The streamed encoders (uttera_server/audio_formats.py): chunked == one-shot, and every format decodes, with
+"""The streamed encoders (uttera_server/audio/formats.py): chunked == one-shot, and every format decodes, with
 FFmpeg's own decoders (not the encoders' libraries: LAME and libopus encode, FFmpeg's native mp3 and opus
 decoders decode), to audio of the right rate, duration and content."""
 
@@ -8,9 +8,9 @@ import av
 import numpy as np
 import pytest
 
-from uttera_server.audio_formats import MEDIA_TYPES, PcmEncoder, open_encoder, output_rate
+from uttera_server.audio.formats import MEDIA_TYPES, PcmEncoder, open_encoder, output_rate
 from uttera_server.speech_params import AudioFormat
-from uttera_server.wav import WAV_HEADER_BYTES
+from uttera_server.audio.wav import WAV_HEADER_BYTES
 
 RATE = 22_050  # the default voice's rate; the encoders take any
 CODECS = [AudioFormat.MP3, AudioFormat.OPUS, AudioFormat.FLAC, AudioFormat.AAC, AudioFormat.MULAW]

@@ -2,8 +2,8 @@
 
 import pytest
 
-from uttera_server.playout import PlayoutClock
-from uttera_server.synthesizer import _Deadline
+from uttera_server.ws.playout import PlayoutClock
+from uttera_server.synthesis.synthesizer import _Deadline
 
 
 def test_first_sentence_is_due_at_arrival_plus_what_the_client_holds():
@@ -29,7 +29,7 @@ def test_playout_lead():
 
 def test_engine_priority_orders_by_deadline(tmp_path):
     from uttera_server.config import EngineConfig
-    from uttera_server.engine import MelEngine
+    from uttera_server.synthesis.mel_engine import MelEngine
 
     engine = MelEngine(model=None, config=EngineConfig())
     base = engine._epoch

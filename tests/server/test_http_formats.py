@@ -10,7 +10,7 @@ import av
 import numpy as np
 import pytest
 
-from uttera_server.audio_formats import MEDIA_TYPES
+from uttera_server.audio.formats import MEDIA_TYPES
 from uttera_server.speech_params import AudioFormat
 
 TEXT = "Hello there, this is a test of every format."

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from _server_process import MAX_INPUT_CHARS, timeout
-from uttera_server.speed import MIN_SPEED
+from uttera_server.synthesis.speed import MIN_SPEED
 from _speech_client import metric, parse_wav_header, read_metrics, requests_total, wait_for_metrics
 
 SENTENCE = "The quick brown fox jumps over the lazy dog. "

@@ -2,9 +2,9 @@
 
 from starlette.routing import Route, WebSocketRoute
 
-from uttera_server.openapi import build
+from uttera_server.http.openapi import build
 from uttera_server.speech_params import AudioFormat, StreamFormat
-from uttera_server.speed import MAX_SPEED, MIN_SPEED
+from uttera_server.synthesis.speed import MAX_SPEED, MIN_SPEED
 
 
 async def _endpoint(request):

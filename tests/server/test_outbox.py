@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from _server_process import timeout
-from uttera_server.outbox import Outbox, OutboxClosed, Outgoing
+from uttera_server.ws.outbox import Outbox, OutboxClosed, Outgoing
 
 
 async def test_producers_wait_above_high_until_below_low():

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from uttera_server.errors import InvalidRequest
 from uttera_server.speech_params import Catalog, SpeechParams, parse_speech_request
-from uttera_server.ws_messages import ClientMessage, parse_client_message
+from uttera_server.ws.messages import ClientMessage, parse_client_message
 
 CATALOG = Catalog(model_ids=frozenset({"uttera"}), voices=frozenset({"default"}), max_input_chars=100)
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

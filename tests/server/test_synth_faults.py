@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import scaled
 from uttera_server.config import EngineConfig
 from uttera_server.errors import EngineNotReady, SynthesisFailed
-from uttera_server.synthesizer import Synthesizer
+from uttera_server.synthesis.synthesizer import Synthesizer
 
 
 @pytest.fixture(scope="module")

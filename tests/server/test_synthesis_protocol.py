@@ -6,7 +6,7 @@ The engine is constructed on the tiny model but never started: the check is stru
 
 from uttera_server.config import EngineConfig
 from uttera_server.synthesis import SpeechSynthesizer
-from uttera_server.synthesizer import Synthesizer
+from uttera_server.synthesis.synthesizer import Synthesizer
 
 
 def test_synthesizer_satisfies_the_protocol(tiny_model_dir):

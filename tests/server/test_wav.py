@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from _speech_client import parse_wav_header
-from uttera_server.wav import WAV_HEADER_BYTES, duration_s, pcm_bytes, streaming_wav_header
+from uttera_server.audio.wav import WAV_HEADER_BYTES, duration_s, pcm_bytes, streaming_wav_header
 
 
 def test_header_fields_and_unknown_sizes():

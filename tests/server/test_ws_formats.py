@@ -9,12 +9,12 @@ import pytest
 from websockets.asyncio.client import connect
 
 from _speech_client import collect_until, recv_json, send_json
-from uttera_server.audio_formats import open_encoder
+from uttera_server.audio.formats import open_encoder
 from uttera_server.speech_params import AudioFormat
-from uttera_server.text_chunker import ChunkerConfig
-from uttera_server.ws_actions import SendAudio, SendMessage, StartSynthesis
-from uttera_server.ws_messages import decode_audio_frame
-from uttera_server.ws_protocol import SessionLimits, SpeechSessionProtocol
+from uttera_server.ws.text_chunker import ChunkerConfig
+from uttera_server.ws.actions import SendAudio, SendMessage, StartSynthesis
+from uttera_server.ws.messages import decode_audio_frame
+from uttera_server.ws.protocol import SessionLimits, SpeechSessionProtocol
 
 RATE = 22050
 LIMITS = SessionLimits(sample_rate=RATE, voices=frozenset({"default"}), max_buffered_chars=500, max_contexts=4,

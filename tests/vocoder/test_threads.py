@@ -1,4 +1,4 @@
-"""The server runs the vocoder on its own thread (uttera_server/vocoder_worker.py); check the
+"""The server runs the vocoder on its own thread (uttera_server/synthesis/vocoder_worker.py); check the
 assumptions that design relies on, with the real vocoder."""
 
 import threading

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from voc_helpers import offline, random_mel, snr_db
 
-from uttera_server.vocoder_worker import VocoderWorker
+from uttera_server.synthesis.vocoder_worker import VocoderWorker
 from vocoder.streaming import StreamingVocoder
 
 

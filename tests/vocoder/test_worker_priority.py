@@ -1,4 +1,4 @@
-"""First-chunk priority in the server's vocoder worker (uttera_server/vocoder_worker.py), with the real
+"""First-chunk priority in the server's vocoder worker (uttera_server/synthesis/vocoder_worker.py), with the real
 vocoder: streams whose client is about to run out of audio are vocoded ahead of the others."""
 
 import asyncio
@@ -11,7 +11,7 @@ from voc_helpers import offline, random_mel, snr_db
 
 def worker_with_log(vocoder, **kwargs):
     """A VocoderWorker whose StreamingVocoder records the streams of every batched forward."""
-    from uttera_server.vocoder_worker import VocoderWorker
+    from uttera_server.synthesis.vocoder_worker import VocoderWorker
     from vocoder.streaming import StreamingVocoder
 
     sv = StreamingVocoder(vocoder, chunk_frames=8, first_chunk_frames=8)
@@ -101,7 +101,7 @@ async def test_a_stream_gains_slack_with_the_audio_it_delivers(tiny_vocoder, rng
 async def test_an_urgent_stream_gets_its_held_frames_vocoded_at_once(tiny_vocoder, rng):
     """A stream running out of audio does not wait for its next chunk to fill up: frames held back by
     the chunk schedule go out with the next pass (here one that another stream's frames start)."""
-    from uttera_server.vocoder_worker import VocoderWorker
+    from uttera_server.synthesis.vocoder_worker import VocoderWorker
     from vocoder.streaming import StreamingVocoder
 
     sv = StreamingVocoder(tiny_vocoder, chunk_frames=32, first_chunk_frames=8)
@@ -127,7 +127,7 @@ async def test_an_urgent_stream_gets_its_held_frames_vocoded_at_once(tiny_vocode
 
 
 async def test_urgency_weighs_slack_against_the_wait_for_the_next_scheduled_chunk(tiny_vocoder, rng):
-    from uttera_server.vocoder_worker import VocoderWorker
+    from uttera_server.synthesis.vocoder_worker import VocoderWorker
     from vocoder.streaming import StreamingVocoder
 
     sv = StreamingVocoder(tiny_vocoder, chunk_frames=32, first_chunk_frames=8)
@@ -150,7 +150,7 @@ async def test_urgency_weighs_slack_against_the_wait_for_the_next_scheduled_chun
 
 
 def test_the_first_chunk_grows_to_outlast_a_slow_step(tiny_vocoder):
-    from uttera_server.vocoder_worker import VocoderWorker
+    from uttera_server.synthesis.vocoder_worker import VocoderWorker
     from vocoder.streaming import StreamingVocoder
 
     sv = StreamingVocoder(tiny_vocoder, chunk_frames=32, first_chunk_frames=8)

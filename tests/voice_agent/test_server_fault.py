@@ -8,9 +8,9 @@ from starlette.testclient import TestClient
 
 from uttera_server.app import build_app
 from uttera_server.config import ServerConfig
-from uttera_server.engine import EngineStats
+from uttera_server.synthesis.mel_engine import EngineStats
 from uttera_server.synthesis import SpeechSynthesizer, VoiceInfo
-from uttera_server.ws_protocol import SpeechSessionProtocol
+from uttera_server.ws.protocol import SpeechSessionProtocol
 
 
 class IdleSynthesizer:

@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from uttera_server.frontend import SegmenterConfig, split_sentences
-from uttera_server.text_chunker import Chunk, ChunkerConfig, TextChunker
+from uttera_server.ws.text_chunker import Chunk, ChunkerConfig, TextChunker
 
 CONFIG = ChunkerConfig(max_wait_ms=300, min_chunk_chars=10, max_chars=80)
 TEXT = "Hello there, my friend. I paid $5 to Dr. Smith; he was glad, truly glad! And then we left"

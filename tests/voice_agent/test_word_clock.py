@@ -5,8 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from uttera_server.frontend import prepare
-from uttera_server.playout import PlayoutClock
-from uttera_server.word_clock import SentenceWordClock, WordTiming
+from uttera_server.ws.playout import PlayoutClock
+from uttera_server.synthesis.word_clock import SentenceWordClock, WordTiming
 
 WORDS = [("ab", 0, 2), ("cd", 3, 5)]
 LABELS = [None, 0, 0, None, 1, 1, None]  # ^ a b _ c d $

@@ -6,9 +6,9 @@ import pytest
 
 from uttera_server.errors import ServerFault, SynthesisFailed
 from uttera_server.metrics import Outcome
-from uttera_server.text_chunker import ChunkerConfig
-from uttera_server.word_clock import WordTiming
-from uttera_server.ws_actions import (
+from uttera_server.ws.text_chunker import ChunkerConfig
+from uttera_server.synthesis.word_clock import WordTiming
+from uttera_server.ws.actions import (
     ClientCancelled,
     Close,
     RequestRejected,
@@ -20,9 +20,9 @@ from uttera_server.ws_actions import (
     StreamOpened,
     Underrun,
 )
-from uttera_server.ws_context import ContextConfig, ContextStream
-from uttera_server.ws_messages import decode_audio_frame, encode_audio_frame
-from uttera_server.ws_protocol import SessionLimits, SessionState, SpeechSessionProtocol
+from uttera_server.ws.context import ContextConfig, ContextStream
+from uttera_server.ws.messages import decode_audio_frame, encode_audio_frame
+from uttera_server.ws.protocol import SessionLimits, SessionState, SpeechSessionProtocol
 
 RATE = 16000
 MS = 2 * RATE // 1000  # PCM bytes per ms

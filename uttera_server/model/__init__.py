@@ -7,5 +7,5 @@
 - `pointer_logits`: the logits processor that enforces the pointer rules per request;
 - `pointer_rules`: the pointer rules as a pure function (also used by training and the benchmarks).
 
-The serving side talks to this code only through vLLM (`uttera_server.engine.MelEngine`).
+The serving side talks to this code only through vLLM (`uttera_server.synthesis.mel_engine.MelEngine`).
 """

@@ -1,11 +1,11 @@
-"""What the WebSocket session protocol asks its I/O layer to do, in order (see ws_protocol.py).
+"""What the WebSocket session protocol asks its I/O layer to do, in order (see protocol.py).
 
 Segments and actions are plain values, so the protocol is tested by comparing lists of them.
 """
 
 from dataclasses import dataclass
 
-from .metrics import Outcome
+from ..metrics import Outcome
 
 
 @dataclass(frozen=True, slots=True)

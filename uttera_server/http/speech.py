@@ -2,7 +2,7 @@
 
 The request is validated, and the synthesizer's own checks run (`Synthesizer.stream` raises before the
 first chunk), before any header leaves, so bad input gets a 4xx JSON error. Audio then streams, encoded
-chunk by chunk in the response format (audio_formats.py), raw or as SSE events (sse.py). `GET` takes the
+chunk by chunk in the response format (audio/formats.py), raw or as SSE events (sse.py). `GET` takes the
 same fields as query parameters, so that `<audio src>` plays it progressively.
 A client disconnect or a shutdown cancel closes the synthesizer iterator, which aborts the engine request.
 """
@@ -15,15 +15,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from . import logs
-from .app_state import AppState
-from .errors import EngineNotReady, RequestTooLarge, ShuttingDown, UtteraError, as_uttera_error, error_payload
-from .metrics import Outcome, Transport
-from .audio_formats import MEDIA_TYPES, output_rate
-from .speech_params import AudioFormat, SpeechParams, StreamFormat, parse_speech_query, parse_speech_request
+from .. import logs
+from ..app_state import AppState
+from ..errors import EngineNotReady, RequestTooLarge, ShuttingDown, UtteraError, as_uttera_error, error_payload
+from ..metrics import Outcome, Transport
+from ..audio.formats import MEDIA_TYPES, output_rate
+from ..speech_params import AudioFormat, SpeechParams, StreamFormat, parse_speech_query, parse_speech_request
 from .sse import MEDIA_TYPE as SSE_MEDIA_TYPE
 from .sse import open_response_encoder
-from .wav import duration_s
+from ..audio.wav import duration_s
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ Server -> client:
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .errors import InvalidJSON, InvalidType, UnknownMessageType, UtteraError
-from .speech_params import get_number, get_str, loads_json
+from ..errors import InvalidJSON, InvalidType, UnknownMessageType, UtteraError
+from ..speech_params import get_number, get_str, loads_json
 
 DEFAULT_CONTEXT = "default"
 AUDIO_FRAME = 0x01  # first byte of a binary audio frame

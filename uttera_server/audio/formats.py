@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import av
 import numpy as np
 
-from .speech_params import AudioFormat
+from ..speech_params import AudioFormat
 from .wav import pcm_bytes, streaming_wav_header
 
 

@@ -10,7 +10,7 @@ from starlette.staticfiles import StaticFiles
 
 from .openapi import openapi_json
 
-PLAYGROUND = Path(__file__).parent / "playground"
+PLAYGROUND = Path(__file__).parent.parent / "playground"
 
 
 async def playground(request: Request) -> FileResponse:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import EngineConfig
-from .model_dir import VoiceModelConfig
+from ..config import EngineConfig
+from ..model_dir import VoiceModelConfig
 
 if TYPE_CHECKING:
     from engine_patches.engine_vocoder import EngineVocoderConfig

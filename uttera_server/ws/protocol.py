@@ -1,12 +1,12 @@
 """The speech-stream session as a pure state machine: messages, synthesis events and time in, actions out.
 
-`SpeechSessionProtocol` does no I/O and reads time only from the clock it is given. `ws_stream.py`
+`SpeechSessionProtocol` does no I/O and reads time only from the clock it is given. `endpoint.py`
 feeds it client messages (`receive_text`, `receive_bytes`, `connection_lost`), synthesis events
 (`audio`, `words`, `segment_done`, `segment_failed`), timer expiries (`on_timer`, due at
 `next_deadline()`) and server events (`begin_drain`, `cancel_all`, `server_fault`), and executes the
-returned actions (ws_actions.py) in order. docs/protocol.md specifies what the client sees.
+returned actions (actions.py) in order. docs/protocol.md specifies what the client sees.
 
-A context (ws_context.py) is one utterance stream, opened by its first `text`; many run at once on one
+A context (context.py) is one utterance stream, opened by its first `text`; many run at once on one
 socket, independently. The session owns what spans contexts: routing synthesis events by segment id,
 the limits, the idle timeout, draining and closing.
 
@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum, auto
 
-from . import ws_messages as wire
-from .errors import (
+from . import messages as wire
+from ..errors import (
     WS_POLICY_VIOLATION,
     BinaryNotSupported,
     ContextConflict,
@@ -33,11 +33,11 @@ from .errors import (
     TooManyContexts,
     UtteraError,
 )
-from .metrics import Outcome
-from .speech_params import DEFAULT_VOICE, AudioFormat, check_speed, check_voice, parse_format
+from ..metrics import Outcome
+from ..speech_params import DEFAULT_VOICE, AudioFormat, check_speed, check_voice, parse_format
 from .text_chunker import ChunkerConfig
-from .word_clock import WordTiming
-from .ws_actions import (
+from ..synthesis.word_clock import WordTiming
+from .actions import (
     Action,
     ClientCancelled,
     Close,
@@ -48,7 +48,7 @@ from .ws_actions import (
     StreamClosed,
     StreamOpened,
 )
-from .ws_context import ContextConfig, ContextState, ContextStream
+from .context import ContextConfig, ContextState, ContextStream
 
 WS_NORMAL_CLOSURE = 1000  # RFC 6455: the idle timeout closes a socket that has nothing to do
 WS_GOING_AWAY = 1001  # RFC 6455: the server is shutting down

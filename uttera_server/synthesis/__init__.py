@@ -1,7 +1,10 @@
-"""The seam between the server and the speech engine: what the server reads of a synthesizer, and the
-items a synthesis streams.
+"""Synthesis: text in, PCM and word timings out. This module is the seam between the server and the
+speech engine: what the server reads of a synthesizer, and the items a synthesis streams.
 
-`synthesizer.Synthesizer` is the implementation (frontend -> patched vLLM -> streaming vocoder); the
+`synthesizer.Synthesizer` is the implementation: the frontend (`uttera_server.frontend`) turns text into
+phoneme ids, `mel_engine.MelEngine` drives the patched vLLM (whose in-process code is
+`uttera_server.model`) for mel chunks, and `vocoder_worker` (or the engine's own vocoder, PCM arriving
+through `pcm_receiver`) turns them into audio; `speed` and `word_clock` are shared by both paths. The
 HTTP and WebSocket code, the app, `serve` and the CLI are typed against `SpeechSynthesizer` only, so a
 test can drive the real app with a small stand-in (`tests/voice_agent/test_server_fault.py`).
 """
@@ -17,7 +20,7 @@ import numpy as np
 from .word_clock import WordTiming
 
 if TYPE_CHECKING:
-    from .engine import EngineStats
+    from .mel_engine import EngineStats
 
 DEFAULT_VOICE = "default"  # the voice id every synthesizer has
 

@@ -18,15 +18,15 @@ import time
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from . import logs
-from .app_state import AppState
-from .errors import EmptyInput, EngineNotReady, MalformedRequest, ServerFault, UtteraError, as_uttera_error
-from .metrics import Outcome, Transport
+from .. import logs
+from ..app_state import AppState
+from ..errors import EmptyInput, EngineNotReady, MalformedRequest, ServerFault, UtteraError, as_uttera_error
+from ..metrics import Outcome, Transport
 from .outbox import Outbox, OutboxClosed, Outgoing
-from .synthesis import WordTimings
+from ..synthesis import WordTimings
 from .text_chunker import ChunkerConfig
-from .wav import duration_s, pcm_bytes
-from .ws_actions import (
+from ..audio.wav import duration_s, pcm_bytes
+from .actions import (
     Action,
     ClientCancelled,
     Close,
@@ -40,8 +40,8 @@ from .ws_actions import (
     StreamOpened,
     Underrun,
 )
-from .ws_messages import error, parse_idle_timeout
-from .ws_protocol import WS_POLICY_VIOLATION, SessionLimits, SessionState, SpeechSessionProtocol
+from .messages import error, parse_idle_timeout
+from .protocol import WS_POLICY_VIOLATION, SessionLimits, SessionState, SpeechSessionProtocol
 
 log = logging.getLogger(__name__)
 

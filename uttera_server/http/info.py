@@ -3,8 +3,8 @@
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .app_state import AppState
-from .speech_params import MODEL_ALIAS
+from ..app_state import AppState
+from ..speech_params import MODEL_ALIAS
 
 RANDOM_WEIGHTS_NOTE = "random weights (development model)"
 

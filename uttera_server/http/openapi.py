@@ -12,10 +12,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route, WebSocketRoute
 
-from .audio_formats import MEDIA_TYPES, output_rate
+from ..audio.formats import MEDIA_TYPES, output_rate
 from .sse import MEDIA_TYPE as SSE_MEDIA_TYPE
-from .speech_params import DEFAULT_VOICE, MODEL_ALIAS, AudioFormat, StreamFormat
-from .speed import MAX_SPEED, MIN_SPEED
+from ..speech_params import DEFAULT_VOICE, MODEL_ALIAS, AudioFormat, StreamFormat
+from ..synthesis.speed import MAX_SPEED, MIN_SPEED
 
 SPEECH_PATH = "/v1/audio/speech"
 

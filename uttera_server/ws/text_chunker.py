@@ -16,7 +16,7 @@ point back into what the client sent.
 from collections import deque
 from dataclasses import dataclass
 
-from .frontend import Segmenter, SegmenterConfig
+from ..frontend import Segmenter, SegmenterConfig
 
 _SENTENCE_ENDS = tuple(".!?\u2026") + tuple(f"{end}{close}" for end in ".!?\u2026" for close in "\"')]\u201d\u2019")
 

@@ -10,7 +10,7 @@ or when the segment finishes. `flush` places a mark in the same ordered work lis
 when everything before the mark has been sent. `end` finishes the context with `done` once its work
 list is empty.
 
-Audio goes out in the context's format through its `StreamEncoder` (audio_formats.py): PCM as it comes,
+Audio goes out in the context's format through its `StreamEncoder` (audio/formats.py): PCM as it comes,
 codecs in whole frames, so up to one codec frame of a flushed text's audio leaves only with later audio or
 with `done` (the encoder is flushed, and the stream ended, only then). Timings count PCM, not encoded bytes.
 
@@ -24,14 +24,14 @@ from enum import Enum, auto
 
 import numpy as np
 
-from . import ws_messages as wire
-from .audio_formats import open_encoder
+from . import messages as wire
+from ..audio.formats import open_encoder
 from .playout import PlayoutClock
-from .speech_params import AudioFormat
+from ..speech_params import AudioFormat
 from .text_chunker import ChunkerConfig, TextChunker
-from .wav import duration_s
-from .word_clock import WordTiming
-from .ws_actions import Action, SendAudio, SendMessage, Segment, StartSynthesis, StopSynthesis, Underrun
+from ..audio.wav import duration_s
+from ..synthesis.word_clock import WordTiming
+from .actions import Action, SendAudio, SendMessage, Segment, StartSynthesis, StopSynthesis, Underrun
 
 
 class ContextState(Enum):

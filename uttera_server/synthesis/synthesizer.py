@@ -22,12 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import EngineConfig
-from .engine import EngineClientSlot, EngineStats, MelEngine
-from .errors import ConfigError, EmptyInput, EngineNotReady, InputTooLong, InvalidSpeed, SynthesisFailed, UnknownVoice
-from .model_dir import VoiceModelConfig
+from ..config import EngineConfig
+from .mel_engine import EngineClientSlot, EngineStats, MelEngine
+from ..errors import ConfigError, EmptyInput, EngineNotReady, InputTooLong, InvalidSpeed, SynthesisFailed, UnknownVoice
+from ..model_dir import VoiceModelConfig
 from .speed import MAX_SPEED, MIN_SPEED, MelTimeScale
-from .synthesis import DEFAULT_VOICE, AudioChunk, VoiceInfo, WordTimings
+from ..synthesis import DEFAULT_VOICE, AudioChunk, VoiceInfo, WordTimings
 from .word_clock import SentenceWordClock, WordTiming
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ class Synthesizer:
 
     # --- lifecycle ---
     async def start(self) -> None:
-        from . import frontend
+        from .. import frontend
 
         c = self.engine_config
         if c.switch_interval_ms is not None:
@@ -231,7 +231,7 @@ class Synthesizer:
 
     def _sentences(self, text: str, text_offset: int) -> list:
         """The text frontend (normalize, g2p): milliseconds for a long text, so it runs off the loop."""
-        from .frontend import prepare
+        from ..frontend import prepare
 
         try:
             sentences = prepare(text, max_phonemes=min(self.model.max_phonemes, 400), offset=text_offset)

@@ -15,8 +15,8 @@ import json
 
 import numpy as np
 
-from .audio_formats import StreamEncoder, open_encoder
-from .speech_params import SpeechParams, StreamFormat
+from ..audio.formats import StreamEncoder, open_encoder
+from ..speech_params import SpeechParams, StreamFormat
 
 MEDIA_TYPE = "text/event-stream"
 

@@ -19,8 +19,8 @@ import logging
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from .config import ServerConfig
-from .errors import HeadersTooLarge, RequestTimeout, UtteraError, error_payload
+from ..config import ServerConfig
+from ..errors import HeadersTooLarge, RequestTimeout, UtteraError, error_payload
 
 log = logging.getLogger(__name__)
 

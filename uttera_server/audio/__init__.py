@@ -1,0 +1,1 @@
+"""Encoding the synthesizer's PCM for clients: WAV (`wav`) and the streamed codecs (`formats`)."""
