@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
           unset="none", type=int)
     _flag(engine, EngineConfig, "dtype", "weights and activations dtype", choices=DTYPES)
     _flag(engine, EngineConfig, "tensor_parallel_size", "GPUs per engine", type=int)
-    _flag(engine, EngineConfig, "data_parallel_size", "engine copies, one per GPU group (vLLM data parallel)",
+    _flag(engine, EngineConfig, "data_parallel_size", "engine copies (vLLM data parallel), one per GPU group; more copies "
+          "than the host has GPU groups share them (give each --kv-cache-memory-bytes)",
           type=int)
     _flag(engine, EngineConfig, "block_size", "tokens per KV cache block", unset="vLLM's for the device",
           type=int)

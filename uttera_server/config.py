@@ -34,7 +34,10 @@ class EngineConfig:
     kv_cache_memory_bytes: if set, the KV cache size in bytes, overriding gpu_memory_utilization's budget.
     tensor_parallel_size / data_parallel_size: vLLM's, passed through: each layer split over TP GPUs; DP
         engine copies (one per GPU, TP GPUs each) behind vLLM's own load balancing, all feeding the same
-        serving processes (with the vocoder in the engine, each copy vocodes its own requests).
+        serving processes (with the vocoder in the engine, each copy vocodes its own requests). More
+        copies than the host has GPU groups share them round-robin (engine_patches/shared_gpu.py): each
+        engine core is one Python thread of host work per step, the limit of a small model on a big GPU;
+        each copy then needs kv_cache_memory_bytes.
     max_model_len: longest sequence (prompt phonemes + decode steps); None takes the model's
         max_position_embeddings.
     block_size: tokens per KV cache block; None lets vLLM pick what the device's attention backend
