@@ -16,7 +16,7 @@ Stages, all 22,050 Hz mono float in [-1, 1]:
      the same mel: its training mel (HiFi-GAN `meldataset.py`: reflect pad (n_fft - hop) / 2, no centring,
      librosa slaney filterbank, ln(max(x, 1e-5)), 22.05 kHz, 80 mels, n_fft 1024, hop 256, fmax 8000) is
      ours, so no conversion is applied.
-  d  served: the raw line through `uttera_server.synthesizer.Synthesizer` (acoustic model in the vLLM
+  d  served: the raw line through `uttera_server.synthesis.synthesizer.Synthesizer` (acoustic model in the vLLM
      engine + our streaming vocoder), int16 PCM / 32767, one request at a time.
   e  the same engine's mel for the same line (the served requests' own mel, each sentence's steps in
      order) -> HiFi-GAN UNIVERSAL offline: what a better vocoder would make of today's acoustic model.
