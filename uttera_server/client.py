@@ -23,16 +23,8 @@ from dataclasses import dataclass
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from .synthesis.word_clock import WordTiming
 from .ws.messages import DEFAULT_CONTEXT, decode_audio_frame
-
-
-@dataclass(frozen=True, slots=True)
-class Word:
-    word: str  # as written in the text sent
-    start_ms: int  # from the start of the context's audio
-    end_ms: int
-    char_start: int  # [char_start, char_end) in the context's text (all its fragments concatenated)
-    char_end: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +43,7 @@ class Audio:
 @dataclass(frozen=True, slots=True)
 class Timestamps:
     context_id: str
-    words: tuple[Word, ...]
+    words: tuple[WordTiming, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +91,7 @@ class ContextResult:
     final: Event  # Done, Cancelled, ContextError or Closed
 
     @property
-    def words(self) -> list[Word]:
+    def words(self) -> list[WordTiming]:
         return [w for e in self.events if isinstance(e, Timestamps) for w in e.words]
 
     @property
@@ -188,7 +180,7 @@ def _event(msg: dict) -> Event | None:
         case "started":
             return Started(cid, msg["sample_rate"])
         case "timestamps":
-            return Timestamps(cid, tuple(Word(**w) for w in msg["words"]))
+            return Timestamps(cid, tuple(WordTiming(**w) for w in msg["words"]))
         case "flushed":
             return Flushed(cid)
         case "done":

@@ -24,6 +24,8 @@ from prometheus_client import multiprocess
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from .outcome import Outcome
+
 if TYPE_CHECKING:
     from .synthesis.mel_engine import EngineStats
 
@@ -38,13 +40,6 @@ RTF_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5
 class Transport(StrEnum):
     HTTP = "http"
     WEBSOCKET = "websocket"
-
-
-class Outcome(StrEnum):
-    OK = "ok"
-    ERROR = "error"
-    CANCELLED = "cancelled"  # by the client (WebSocket cancel) or by server shutdown
-    DISCONNECTED = "disconnected"  # the client went away mid-stream
 
 
 FINISHED_HELP = "Engine requests ended, by reason: stop, length (a runaway), abort"

@@ -123,8 +123,12 @@ def loads_json(data: str | bytes, what: str) -> object:
         raise InvalidJSON(f"{what} is not valid JSON ({str(e)[:200]}): send a JSON object") from None
 
 
+# The checks of a request's text, voice and speed, for every way in (HTTP, WebSocket, CLI, and
+# `Synthesizer.validate` for callers of the synthesizer itself, hence the type checks).
+
+
 def check_text(text: str, max_chars: int) -> None:
-    if not text.strip():
+    if not isinstance(text, str) or not text.strip():
         raise EmptyInput()
     if len(text) > max_chars:
         raise InputTooLong(
@@ -147,8 +151,8 @@ def parse_format(value: str, param: str = "response_format") -> AudioFormat:
 
 
 def check_speed(speed: float) -> None:
-    if not MIN_SPEED <= speed <= MAX_SPEED:
-        raise InvalidSpeed(f"speed must be a number from {MIN_SPEED} to {MAX_SPEED}, got {speed}")
+    if isinstance(speed, bool) or not isinstance(speed, int | float) or not MIN_SPEED <= speed <= MAX_SPEED:
+        raise InvalidSpeed(f"speed must be a number from {MIN_SPEED} to {MAX_SPEED}, got {speed!r}")
 
 
 def parse_speech_request(body: bytes, catalog: Catalog) -> SpeechParams:

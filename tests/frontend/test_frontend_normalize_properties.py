@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from uttera_server.frontend import normalize
 from uttera_server.frontend.lexicon import ABBREVIATIONS
-from uttera_server.frontend.normalized import PAUSE_MARKS
+from uttera_server.frontend.spoken_text import PAUSE_MARKS
 
 FAST = settings(max_examples=300, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])

@@ -7,7 +7,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from uttera_server.frontend import (
-    Segment, Segmenter, SegmenterConfig, StreamClosedError, split_sentences,
+    TextSpan, Segmenter, SegmenterConfig, StreamClosedError, split_sentences,
 )
 
 CASES = [
@@ -98,14 +98,14 @@ def test_segments_arrive_as_soon_as_decidable() -> None:
     assert seg.push("Hello there") == []
     assert seg.push(".") == []          # could be "there.5" or "there.com"
     assert seg.push(" ") == []          # next word may be lower case
-    assert seg.push("W") == [Segment("Hello there.", 0, 12)]
-    assert seg.push("orld\nNext") == [Segment("World", 13, 18)]
-    assert seg.flush() == [Segment("Next", 19, 23)]
+    assert seg.push("W") == [TextSpan("Hello there.", 0, 12)]
+    assert seg.push("orld\nNext") == [TextSpan("World", 13, 18)]
+    assert seg.flush() == [TextSpan("Next", 19, 23)]
 
 
-def _stream(text: str, cuts: list[int], config: SegmenterConfig | None = None) -> list[Segment]:
+def _stream(text: str, cuts: list[int], config: SegmenterConfig | None = None) -> list[TextSpan]:
     seg = Segmenter(config)
-    out: list[Segment] = []
+    out: list[TextSpan] = []
     prev = 0
     for cut in sorted(set(cuts)) + [len(text)]:
         out += seg.push(text[prev:cut])

@@ -4,7 +4,8 @@ from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from uttera_server.metrics import Outcome, ServerMetrics, Transport
+from uttera_server.metrics import ServerMetrics, Transport
+from uttera_server.outcome import Outcome
 
 
 def samples(m: ServerMetrics) -> dict:

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from uttera_server.errors import ServerFault, SynthesisFailed
-from uttera_server.metrics import Outcome
+from uttera_server.outcome import Outcome
 from uttera_server.ws.text_chunker import ChunkerConfig
 from uttera_server.synthesis.word_clock import WordTiming
 from uttera_server.ws.actions import (
@@ -424,3 +424,14 @@ def test_audio_frame_layout():
     assert frame[0] == 0x01 and frame[1] == len("ctx-é".encode()) == 6
     assert frame[2:8] == "ctx-é".encode() and frame[8:] == b"\x10\x00\x20\x00"
     assert decode_audio_frame(frame) == ("ctx-é", b"\x10\x00\x20\x00")
+
+
+def test_the_sans_io_core_imports_no_server_machinery():
+    """The core (protocol, context, actions, messages) loads without Prometheus or Starlette."""
+    import subprocess
+    import sys
+
+    code = ("import sys, uttera_server.ws.protocol, uttera_server.ws.context, uttera_server.ws.actions; "
+            "print(sorted(m for m in ('prometheus_client', 'starlette', 'uvicorn') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -5,7 +5,7 @@
     normalize(sentence) -> NormalizedText
     phonemize(normalized) -> Phonemized  # ids identical to the Piper teacher's, pads removed
 
-Streaming use: feed LLM tokens to a Segmenter; for each Segment call
+Streaming use: feed LLM tokens to a Segmenter; for each TextSpan call
 ``prepare(seg.text, offset=seg.start, allow_empty=True)`` (spans then index the whole stream).
 Training: ``teacher_text(sentence)`` (== ``sentence.normalized``) is what Piper must read.
 """
@@ -13,14 +13,14 @@ Training: ``teacher_text(sentence)`` (== ``sentence.normalized``) is what Piper 
 from .errors import FrontendError, NothingToSpeakError, StreamClosedError
 from .g2p import Phonemized, phonemize, strip_pads, with_pads
 from .normalize import normalize
-from .normalized import NormalizedText, SourceWord, SpokenWord
+from .spoken_text import NormalizedText, SourceWord, SpokenWord
 from .phoneme_table import PhonemeTable, en_us
 from .prepare import MIN_PHONEMES, Sentence, prepare, teacher_text
-from .segment import Segment, Segmenter, SegmenterConfig, split_sentences
+from .segment import TextSpan, Segmenter, SegmenterConfig, split_sentences
 
 __all__ = [
     "FrontendError", "MIN_PHONEMES", "NormalizedText", "NothingToSpeakError", "PhonemeTable",
-    "Phonemized", "Segment", "Segmenter", "SegmenterConfig", "Sentence", "SourceWord",
+    "Phonemized", "TextSpan", "Segmenter", "SegmenterConfig", "Sentence", "SourceWord",
     "SpokenWord", "StreamClosedError", "en_us", "normalize", "phonemize", "prepare",
     "split_sentences", "strip_pads", "teacher_text", "with_pads",
 ]

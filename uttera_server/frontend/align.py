@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from difflib import SequenceMatcher
 
-from .normalized import PAUSE_MARKS
+from .spoken_text import PAUSE_MARKS
 
 _STRESS = str.maketrans("", "", "ˈˌ")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from . import espeak
 from .align import phoneme_word_labels
-from .normalized import NormalizedText
+from .spoken_text import NormalizedText
 from .phoneme_table import PhonemeTable, en_us
 
 _LOGGER = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ import unicodedata
 
 from . import numbers as nw
 from .lexicon import SYMBOLS
-from .normalized import NormalizedText, SpokenWord
+from .spoken_text import NormalizedText, SpokenWord
 from .rules_common import CLOSERS, Token, ends_text
 from .rules_numeric import NUMERIC_RULES
 from .rules_text import TEXT_RULES

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from .errors import NothingToSpeakError
 from .g2p import Phonemized, phonemize
 from .normalize import normalize
-from .normalized import NormalizedText, SourceWord, SpokenWord
+from .spoken_text import NormalizedText, SourceWord, SpokenWord
 from .phoneme_table import en_us
-from .segment import Segment, SegmenterConfig, split_sentences
+from .segment import TextSpan, SegmenterConfig, split_sentences
 
 MIN_PHONEMES = 32
 """Smallest accepted ``max_phonemes``: one spoken word (<= 24 characters) must fit."""
@@ -54,7 +54,7 @@ def prepare(text: str, max_phonemes: int = 400, *, offset: int = 0, allow_empty:
 
     Each sentence has at most ``max_phonemes`` ids (^ and $ included); longer ones are cut at a
     clause mark, else between words, and re-phonemized. ``offset`` shifts every span (use the
-    ``Segment.start`` of a streamed segment). Sentences espeak-ng finds no phoneme for are
+    ``TextSpan.start`` of a streamed segment). Sentences espeak-ng finds no phoneme for are
     dropped. Raises :class:`NothingToSpeakError` when nothing is speakable, unless
     ``allow_empty`` (then returns ``[]``); ``ValueError`` when ``max_phonemes < MIN_PHONEMES``.
     """
@@ -80,7 +80,7 @@ def _has_phonemes(sentence: Sentence) -> bool:
     return len(sentence.phoneme_ids) > len(table.bos_ids) + len(table.eos_ids)
 
 
-def _fit(words: list[SpokenWord], segment: Segment, offset: int,
+def _fit(words: list[SpokenWord], segment: TextSpan, offset: int,
          max_phonemes: int) -> list[tuple[NormalizedText, Phonemized]]:
     norm = NormalizedText.build(words, segment.text, offset + segment.start)
     result = phonemize(norm)
@@ -119,7 +119,7 @@ def _cut(words: list[SpokenWord], result: Phonemized, budget: int) -> int:
     return candidates[-1]
 
 
-def _sentences(parts: list[tuple[NormalizedText, Phonemized]], segment: Segment,
+def _sentences(parts: list[tuple[NormalizedText, Phonemized]], segment: TextSpan,
                offset: int) -> list[Sentence]:
     base = offset + segment.start
     out: list[Sentence] = []

@@ -51,7 +51,7 @@ class SegmenterConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class Segment:
+class TextSpan:
     """``text == stream[start:end]``: a stripped, non-empty piece of the stream (str indices)."""
 
     text: str
@@ -81,14 +81,14 @@ class Segmenter:
         self._alnum = False  # the open segment holds a letter or digit
         self._final = False
 
-    def push(self, fragment: str) -> list[Segment]:
+    def push(self, fragment: str) -> list[TextSpan]:
         """Append ``fragment``; return the segments it completed, in order."""
         if self.state is SegmenterState.CLOSED:
             raise StreamClosedError("push() after flush(): start a new Segmenter for a new stream")
         self._buf += fragment
         return self._scan()
 
-    def flush(self) -> list[Segment]:
+    def flush(self) -> list[TextSpan]:
         """End of stream: return all remaining segments. The segmenter is closed afterwards."""
         if self.state is SegmenterState.CLOSED:
             raise StreamClosedError("flush() called twice")
@@ -110,16 +110,16 @@ class Segmenter:
             return ""
         raise _Wait
 
-    def _emit(self, end: int, next_start: int) -> list[Segment]:
+    def _emit(self, end: int, next_start: int) -> list[TextSpan]:
         text = self._buf[self._start - self._base:end - self._base].rstrip()
-        seg = [Segment(text, self._start, self._start + len(text))] if text.strip() else []
+        seg = [TextSpan(text, self._start, self._start + len(text))] if text.strip() else []
         self._buf = self._buf[next_start - self._base:]
         self._base = self._start = self._pos = next_start
         self._alnum = False
         return seg
 
-    def _scan(self) -> list[Segment]:
-        out: list[Segment] = []
+    def _scan(self) -> list[TextSpan]:
+        out: list[TextSpan] = []
         cfg = self.config
         while True:
             try:
@@ -229,7 +229,7 @@ class Segmenter:
         return pos, pos
 
 
-def split_sentences(text: str, config: SegmenterConfig | None = None) -> list[Segment]:
+def split_sentences(text: str, config: SegmenterConfig | None = None) -> list[TextSpan]:
     """All segments of ``text`` (the offline form of :class:`Segmenter`)."""
     segmenter = Segmenter(config)
     return segmenter.push(text) + segmenter.flush()

@@ -14,7 +14,8 @@ from starlette.routing import Mount, Route, WebSocketRoute
 
 from ..audio.formats import MEDIA_TYPES, output_rate
 from .sse import MEDIA_TYPE as SSE_MEDIA_TYPE
-from ..speech_params import DEFAULT_VOICE, MODEL_ALIAS, AudioFormat, StreamFormat
+from ..speech_params import MODEL_ALIAS, AudioFormat, StreamFormat
+from ..synthesis import DEFAULT_VOICE
 from ..synthesis.speed import MAX_SPEED, MIN_SPEED
 
 SPEECH_PATH = "/v1/audio/speech"

@@ -18,7 +18,8 @@ from starlette.types import Receive, Scope, Send
 from .. import logs
 from ..app_state import AppState
 from ..errors import EngineNotReady, RequestTooLarge, ShuttingDown, UtteraError, as_uttera_error, error_payload
-from ..metrics import Outcome, Transport
+from ..metrics import Transport
+from ..outcome import Outcome
 from ..audio.formats import MEDIA_TYPES, output_rate
 from ..speech_params import AudioFormat, SpeechParams, StreamFormat, parse_speech_query, parse_speech_request
 from .sse import MEDIA_TYPE as SSE_MEDIA_TYPE

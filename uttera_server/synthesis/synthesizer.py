@@ -24,10 +24,11 @@ import numpy as np
 
 from ..config import EngineConfig
 from .mel_engine import EngineClientSlot, EngineStats, MelEngine
-from ..errors import ConfigError, EmptyInput, EngineNotReady, InputTooLong, InvalidSpeed, SynthesisFailed, UnknownVoice
+from ..errors import ConfigError, EmptyInput, EngineNotReady, SynthesisFailed
 from ..model_dir import VoiceModelConfig
-from .speed import MAX_SPEED, MIN_SPEED, MelTimeScale
-from ..synthesis import DEFAULT_VOICE, AudioChunk, VoiceInfo, WordTimings
+from ..speech_params import check_speed, check_text, check_voice
+from .speed import MelTimeScale
+from . import DEFAULT_VOICE, AudioChunk, VoiceInfo, WordTimings
 from .word_clock import SentenceWordClock, WordTiming
 
 log = logging.getLogger(__name__)
@@ -201,15 +202,10 @@ class Synthesizer:
 
     # --- requests ---
     def validate(self, text: str, voice: str, speed: float) -> None:
-        if voice not in self.voices and voice != self.model.voice_name:
-            raise UnknownVoice(f"unknown voice {voice!r}: available voices are {', '.join(self.voices)}")
-        if isinstance(speed, bool) or not isinstance(speed, int | float) or not MIN_SPEED <= speed <= MAX_SPEED:
-            raise InvalidSpeed(f"speed must be a number from {MIN_SPEED} to {MAX_SPEED}, got {speed!r}")
-        if not isinstance(text, str) or not text.strip():
-            raise EmptyInput()
-        if len(text) > self.max_input_chars:
-            raise InputTooLong(f"input has {len(text)} characters; the limit is {self.max_input_chars}: "
-                               "split the text into several requests")
+        """The request checks of every transport (speech_params.py), for direct callers."""
+        check_voice(voice, frozenset(self.voices) | {self.model.voice_name})
+        check_speed(speed)
+        check_text(text, self.max_input_chars)
 
     def stream(self, text: str, *, voice: str = DEFAULT_VOICE, speed: float = 1.0,
                request_id: str | None = None, with_timestamps: bool = False,

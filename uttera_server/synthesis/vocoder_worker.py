@@ -48,6 +48,8 @@ import torch
 from vocoder.step_result import StepResult
 from vocoder.streaming import StreamingVocoder
 
+from ..config import VOCODER_DRIVERS
+
 
 @dataclass(slots=True)
 class _Pace:
@@ -59,14 +61,11 @@ class _Pace:
     rate: float = 0.0  # frames/s at which its frames arrive (EMA; 0 until measured)
 
 
-DRIVERS = ("thread", "loop")
-
-
 class VocoderWorker:
     def __init__(self, vocoder: StreamingVocoder, *, torch_threads: int = 1, deadline_first: bool = True,
                  urgent_margin_s: float = 0.05, max_relaxed_frames: int | None = None, driver: str = "thread"):
-        if driver not in DRIVERS:
-            raise ValueError(f"driver must be one of {', '.join(DRIVERS)}, got {driver!r}")
+        if driver not in VOCODER_DRIVERS:
+            raise ValueError(f"driver must be one of {', '.join(VOCODER_DRIVERS)}, got {driver!r}")
         self.vocoder = vocoder
         self.driver = driver
         self.torch_threads = torch_threads

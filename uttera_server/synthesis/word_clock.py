@@ -18,12 +18,15 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class WordTiming:
-    """A word as the user wrote it, placed on its stream's audio timeline."""
+    """A word as the user wrote it, placed on an audio timeline: from the synthesizer, its stream's (ms
+    from the stream's first sample; span in the text given to `Synthesizer.stream`, plus `text_offset`);
+    on the WebSocket (`timestamps` messages, `client.Timestamps`), its context's (whole ms from the
+    context's first sample; span in the context's text, all its fragments concatenated, in code points)."""
 
     word: str
-    start_ms: float  # from the start of the stream's audio
+    start_ms: float
     end_ms: float
-    char_start: int  # [char_start, char_end) in the text given to `Synthesizer.stream` (+ text_offset)
+    char_start: int  # [char_start, char_end)
     char_end: int
 
 

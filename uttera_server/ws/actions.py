@@ -5,7 +5,7 @@ Segments and actions are plain values, so the protocol is tested by comparing li
 
 from dataclasses import dataclass
 
-from ..metrics import Outcome
+from ..outcome import Outcome
 
 
 @dataclass(frozen=True, slots=True)

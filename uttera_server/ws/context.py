@@ -267,7 +267,7 @@ class ContextStream:
         if not work.words:
             return []
         base_ms = 1000 * duration_s(work.base_bytes, self.config.sample_rate)
-        words = [wire.WordTime(w.word, round(base_ms + w.start_ms), round(base_ms + w.end_ms), w.char_start,
-                               w.char_end) for w in work.words]
+        words = [WordTiming(w.word, round(base_ms + w.start_ms), round(base_ms + w.end_ms), w.char_start,
+                            w.char_end) for w in work.words]
         work.words.clear()
         return [SendMessage(wire.timestamps(self.id, words))]

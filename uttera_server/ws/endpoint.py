@@ -15,13 +15,15 @@ import itertools
 import json
 import logging
 import time
+from typing import assert_never
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .. import logs
 from ..app_state import AppState
 from ..errors import EmptyInput, EngineNotReady, MalformedRequest, ServerFault, UtteraError, as_uttera_error
-from ..metrics import Outcome, Transport
+from ..metrics import Transport
+from ..outcome import Outcome
 from .outbox import Outbox, OutboxClosed, Outgoing
 from ..synthesis import WordTimings
 from .text_chunker import ChunkerConfig
@@ -224,6 +226,8 @@ class SpeechStreamSession:
                     metrics.cancellations.inc()
                 case Close(code=code, reason=reason):
                     self._put(Outgoing(None, close=(code, reason)))
+                case _:
+                    assert_never(action)
         self._changed.set()
 
     def _put(self, item: Outgoing) -> None:

@@ -20,6 +20,7 @@ from enum import StrEnum
 
 from ..errors import InvalidJSON, InvalidType, UnknownMessageType, UtteraError
 from ..speech_params import get_number, get_str, loads_json
+from ..synthesis.word_clock import WordTiming
 
 DEFAULT_CONTEXT = "default"
 AUDIO_FRAME = 0x01  # first byte of a binary audio frame
@@ -46,17 +47,6 @@ class ClientMessage:
     voice: str | None = None  # TEXT only; None = not given
     speed: float | None = None  # TEXT only; None = not given
     format: str | None = None  # TEXT only; an AudioFormat value; None = not given (pcm)
-
-
-@dataclass(frozen=True, slots=True)
-class WordTime:
-    """One word as the user wrote it, placed on the context's audio timeline."""
-
-    word: str
-    start_ms: int  # from the start of the context's audio
-    end_ms: int
-    char_start: int  # [char_start, char_end): the word in the context's text (all its `text` fragments
-    char_end: int  # concatenated), in Unicode code points
 
 
 def parse_idle_timeout(query: dict[str, str], server_max_s: float) -> float:
@@ -122,7 +112,7 @@ def started(context_id: str, sample_rate: int, fmt: str = PCM_FORMAT) -> dict:
     return {"type": "started", "context_id": context_id, "sample_rate": sample_rate, "format": fmt}
 
 
-def timestamps(context_id: str, words: list[WordTime]) -> dict:
+def timestamps(context_id: str, words: list[WordTiming]) -> dict:
     return {"type": "timestamps", "context_id": context_id, "words": [
         {"word": w.word, "start_ms": w.start_ms, "end_ms": w.end_ms, "char_start": w.char_start,
          "char_end": w.char_end} for w in words

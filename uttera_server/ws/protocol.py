@@ -33,8 +33,9 @@ from ..errors import (
     TooManyContexts,
     UtteraError,
 )
-from ..metrics import Outcome
-from ..speech_params import DEFAULT_VOICE, AudioFormat, check_speed, check_voice, parse_format
+from ..outcome import Outcome
+from ..speech_params import AudioFormat, check_speed, check_voice, parse_format
+from ..synthesis import DEFAULT_VOICE
 from .text_chunker import ChunkerConfig
 from ..synthesis.word_clock import WordTiming
 from .actions import (
