@@ -17,9 +17,7 @@ import time
 import wave
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from uttera_server.client import Audio, Cancelled, Done, SpeechStreamClient, Started, Timestamps  # noqa: E402
+from uttera_server.client import Audio, Cancelled, Done, SpeechStreamClient, Started, Timestamps
 
 REPLY = ("Sure, I can help with that. Your order of three books shipped this morning, and it should arrive by "
          "Friday. The total was $42.50, including tax. Dr. Smith's note is in the box too. Anything else?")

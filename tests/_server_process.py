@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _timeouts import scaled
 
-TIMEOUT_FACTOR = float(os.environ.get("UTTERA_TESTS_TIMEOUT_FACTOR", "1"))
 REPO = Path(__file__).resolve().parents[1]
 MAX_INPUT_CHARS = 1000  # the test server's --max-input-chars
 STARTUP_TIMEOUT_S = 300.0  # engine start on a small shared CPU host
@@ -26,9 +26,7 @@ SERVER_ARGS = ("--max-input-chars", str(MAX_INPUT_CHARS), "--max-num-seqs", "8",
                "--kv-cache-memory-bytes", str(256 << 20))
 
 
-def timeout(seconds: float) -> float:
-    """`seconds` scaled by UTTERA_TESTS_TIMEOUT_FACTOR."""
-    return seconds * TIMEOUT_FACTOR
+timeout = scaled  # the name the server tests use
 
 
 def free_port() -> int:

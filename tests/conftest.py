@@ -18,14 +18,6 @@ settings.register_profile("reproducible", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "reproducible"))
 
-TIMEOUT_FACTOR = float(os.environ.get("UTTERA_TESTS_TIMEOUT_FACTOR", "1"))
-
-
-def scaled(seconds: float) -> float:
-    """A timeout scaled for slow machines (set UTTERA_TESTS_TIMEOUT_FACTOR)."""
-    return seconds * TIMEOUT_FACTOR
-
-
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     from uttera_server.tiny_model import make_tiny_model

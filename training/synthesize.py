@@ -43,7 +43,7 @@ def merge_pads(id_samples: np.ndarray, hop: int = HOP) -> np.ndarray:
     return merged
 
 
-def _save(path: Path, items: list[dict]) -> None:
+def save_items(path: Path, items: list[dict]) -> None:
     tmp = path.with_suffix(".tmp.npz")
     audio = [it["audio"] for it in items]
     ids = [it["ids"] for it in items]
@@ -120,8 +120,8 @@ def _worker(args: tuple) -> dict:
         stats["done"] += 1
         stats["seconds_audio"] += n / 22050
         if len(items) % flush == 0:
-            _save(path, items)
-    _save(path, items)
+            save_items(path, items)
+    save_items(path, items)
     return stats
 
 

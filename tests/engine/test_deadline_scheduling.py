@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.conftest import scaled
+from _timeouts import scaled
 from tests.engine.helpers import prompt
 from uttera_server.config import EngineConfig
 from uttera_server.synthesis.mel_engine import MelEngine

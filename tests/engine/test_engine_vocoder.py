@@ -20,7 +20,7 @@ import torch
 
 from engine_patches.engine_vocoder import EngineVocoderConfig
 from engine_patches.pcm_wire import PcmRoute, decode, sink_address
-from tests.conftest import scaled
+from _timeouts import scaled
 from tests.engine.helpers import prompt
 from uttera_server.config import EngineConfig
 from uttera_server.synthesis.mel_engine import MelEngine

@@ -39,7 +39,7 @@ def test_vectorized_processor_matches_pointer_window():
 
     import torch
 
-    from uttera_server.model.pointer_logits import _Track
+    from uttera_server.model.pointer_logits import PointerTrack
 
     offset, max_phonemes = 10, 12
     stop = offset + max_phonemes
@@ -47,7 +47,7 @@ def test_vectorized_processor_matches_pointer_window():
     rng = random.Random(0)
     walks = {i: ([], rng.randint(1, max_phonemes)) for i in range(16)}
     for i, (outputs, n) in walks.items():
-        proc.tracks[i] = _Track(n, outputs)
+        proc.tracks[i] = PointerTrack(n, outputs)
     for _step in range(40):
         logits = torch.zeros(len(walks), stop + 3)
         masked = proc.apply(logits.clone())

@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from tests.conftest import scaled
+from _timeouts import scaled
 from tests.engine.helpers import check_against_reference, prompt
 from uttera_server.config import EngineConfig
 from uttera_server.synthesis.mel_engine import MelEngine

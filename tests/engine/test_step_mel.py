@@ -11,7 +11,7 @@ import asyncio
 import pytest
 import torch
 
-from tests.conftest import scaled
+from _timeouts import scaled
 from tests.engine.helpers import prompt
 from uttera_server.config import EngineConfig
 from uttera_server.synthesis.mel_engine import MelEngine

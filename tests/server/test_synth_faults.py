@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tests.conftest import scaled
+from _timeouts import scaled
 from uttera_server.config import EngineConfig
 from uttera_server.errors import EngineNotReady, SynthesisFailed
 from uttera_server.synthesis.synthesizer import Synthesizer

@@ -11,7 +11,7 @@ HOP = 256
 def synthetic_data(tmp_path_factory):
     """(synth_dir, feat_dir) in the formats of training/synthesize.py and training/features.py."""
     from training.features import shard_features
-    from training.synthesize import _save
+    from training.synthesize import save_items
     from vocoder.config import VocoderConfig
     from vocoder.mel import MelSpectrogram
 
@@ -29,7 +29,7 @@ def synthetic_data(tmp_path_factory):
         audio = 0.3 * np.sin(2 * np.pi * (120 + 10 * u) * t) + 0.05 * rng.standard_normal(len(t))
         items.append({"audio": (audio * 32767).astype(np.int16), "ids": ids, "dur": dur, "text": f"utt {u}",
                       "match": True})
-    _save(synth / "shard_00.npz", items)
+    save_items(synth / "shard_00.npz", items)
     feats = shard_features(synth / "shard_00.npz", MelSpectrogram(VocoderConfig()), "cpu")
     np.savez(feat / "feat_00.npz", **feats)
     return synth, feat

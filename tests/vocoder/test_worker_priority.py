@@ -1,5 +1,9 @@
 """First-chunk priority in the server's vocoder worker (uttera_server/synthesis/vocoder_worker.py), with the real
-vocoder: streams whose client is about to run out of audio are vocoded ahead of the others."""
+vocoder: streams whose client is about to run out of audio are vocoded ahead of the others.
+
+These tests reach into the worker's private state (`_cv`, `_pace`, `_intervals`, `_urgent`,
+`_first_chunk_frames`) because its deadline policy still lives in the same class as its threads and
+queues; they go once the policy is a pure scheduler with time passed in (issue 13)."""
 
 import asyncio
 import time

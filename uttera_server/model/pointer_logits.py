@@ -16,7 +16,7 @@ from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
 
 
 
-class _Track:
+class PointerTrack:
     """One request's pointer state, advanced incrementally from its generated tokens (the same result
     as `pointer_window` on the whole list, without rescanning the dwell every step)."""
 
@@ -47,7 +47,7 @@ class PointerLogitsProcessor(LogitsProcessor):
         self.max_advance = int(getattr(config, "max_advance", 3))
         self.max_dwell = int(getattr(config, "max_steps_per_phoneme", 10))
         self.device = device
-        self.tracks: dict[int, _Track] = {}
+        self.tracks: dict[int, PointerTrack] = {}
 
     def is_argmax_invariant(self) -> bool:
         return False
@@ -58,7 +58,7 @@ class PointerLogitsProcessor(LogitsProcessor):
         for index in batch_update.removed:
             self.tracks.pop(index, None)
         for index, _params, prompt_ids, outputs in batch_update.added:
-            self.tracks[index] = _Track(len(prompt_ids or ()), outputs)
+            self.tracks[index] = PointerTrack(len(prompt_ids or ()), outputs)
         for a, b, direction in batch_update.moved:
             ta, tb = self.tracks.pop(a, None), self.tracks.pop(b, None)
             if ta is not None:

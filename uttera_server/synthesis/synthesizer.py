@@ -55,7 +55,7 @@ def vocoder_device(setting: str) -> str:
 
 
 @dataclass(slots=True)
-class _Deadline:
+class PlaybackDeadline:
     """When the client of one `stream()` runs out of audio, for ordering engine requests and vocoder
     batches (`EngineConfig.scheduling`): before its first audio, at arrival plus the audio it already
     had buffered (`lead_s`); after, at its first audio plus the audio generated so far."""
@@ -221,7 +221,7 @@ class Synthesizer:
         self.validate(text, voice, speed)
         if not self.is_ready():
             raise EngineNotReady()
-        deadline = _Deadline(arrival=time.monotonic(), lead_s=max(0.0, float(lead_s)))
+        deadline = PlaybackDeadline(arrival=time.monotonic(), lead_s=max(0.0, float(lead_s)))
         return self._generate(text, text_offset, float(speed), request_id or uuid.uuid4().hex, with_timestamps,
                               deadline)
 
@@ -238,7 +238,7 @@ class Synthesizer:
         return sentences
 
     async def _generate(self, text: str, text_offset: int, speed: float, request_id: str, with_timestamps: bool,
-                        deadline: _Deadline) -> AsyncIterator[AudioChunk | WordTimings]:
+                        deadline: PlaybackDeadline) -> AsyncIterator[AudioChunk | WordTimings]:
         """Raises `EmptyInput` before anything else when the text has nothing to speak."""
         sentences = await asyncio.to_thread(self._sentences, text, text_offset)
         opened: list[str] = []
@@ -292,7 +292,7 @@ class Synthesizer:
             self._worker.cancel(sid)
 
     async def _produce(self, sentences, speed, request_id, handoff: asyncio.Queue, opened: list[str],
-                       with_timestamps: bool, deadline: _Deadline) -> None:
+                       with_timestamps: bool, deadline: PlaybackDeadline) -> None:
         """Run the engine for each sentence in turn; mel goes to the vocoder (here, or in the engine),
         which delivers PCM to the sentence's queue, and word timings go straight to the same queue (so
         they precede their audio). Any failure reaches the consumer: on the sentence's queue once it
