@@ -306,6 +306,12 @@ def main() -> None:
     from benchmarks import machine
     from benchmarks.server import started_server, wait_healthy
 
+    import importlib.util
+
+    missing = [m for m in ("ctranslate2", "faster_whisper", "jiwer", "piper") if importlib.util.find_spec(m) is None]
+    if missing:  # before the synthesis phase, not after it
+        raise SystemExit(f"quality.py judges with Whisper and the teacher; this interpreter lacks {missing} "
+                         "(see training/README.md for the judging environment)")
     info = machine.describe()
     all_lines = [ln.strip() for ln in a.sentences.read_text().splitlines() if ln.strip()]
     idx = select(all_lines, a.limit, a.seed)
