@@ -68,6 +68,6 @@ def decode(frames: list[bytes]) -> list[tuple[str, np.ndarray, bool]]:
         raise ValueError(f"PCM message header names {total} samples, body has {audio.shape[0]}")
     out, at = [], 0
     for key, n, final in entries:
-        out.append((key, audio[at: at + n], final))
+        out.append((key, audio[at : at + n], final))
         at += n
     return out

@@ -43,8 +43,12 @@ def patch() -> None:
             fits = torch.cuda.device_count() // group
             if rank >= fits:
                 shared = rank_on_host(rank, fits)
-                log.info("engine core of data-parallel rank %d shares the GPU(s) of rank %d (%d GPU group(s) "
-                         "on this host)", rank, shared, fits)
+                log.info(
+                    "engine core of data-parallel rank %d shares the GPU(s) of rank %d (%d GPU group(s) on this host)",
+                    rank,
+                    shared,
+                    fits,
+                )
                 pc.data_parallel_rank_local = shared
         return original(self)
 

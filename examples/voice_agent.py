@@ -19,8 +19,10 @@ from pathlib import Path
 
 from uttera_server.client import Audio, Cancelled, Done, SpeechStreamClient, Started, Timestamps
 
-REPLY = ("Sure, I can help with that. Your order of three books shipped this morning, and it should arrive by "
-         "Friday. The total was $42.50, including tax. Dr. Smith's note is in the box too. Anything else?")
+REPLY = (
+    "Sure, I can help with that. Your order of three books shipped this morning, and it should arrive by "
+    "Friday. The total was $42.50, including tax. Dr. Smith's note is in the box too. Anything else?"
+)
 
 
 def llm_tokens(text: str, rng: random.Random) -> list[str]:
@@ -28,7 +30,7 @@ def llm_tokens(text: str, rng: random.Random) -> list[str]:
     tokens, i = [], 0
     while i < len(text):
         n = rng.randint(1, 6)
-        tokens.append(text[i:i + n])
+        tokens.append(text[i : i + n])
         i += n
     return tokens
 

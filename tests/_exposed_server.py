@@ -16,11 +16,24 @@ MAX_WAITING = 1
 MAX_CONNECTIONS = 16  # above the stalled-body connections test_security.py holds at once (10) + 1
 
 
-
 def start_exposed(model_dir: Path, log_path: Path) -> ServerProcess:
     args = [a for k in KEYS for a in ("--api-key", k)]
-    args += ["--cors-origins", GOOD_ORIGIN, "--header-timeout-s", str(HEADER_TIMEOUT_S),
-             "--body-timeout-s", str(BODY_TIMEOUT_S), "--keep-alive-timeout-s", str(KEEP_ALIVE_S),
-             "--max-header-bytes", str(MAX_HEADER_BYTES), "--max-header-count", str(MAX_HEADER_COUNT),
-             "--max-waiting", str(MAX_WAITING), "--max-connections", str(MAX_CONNECTIONS)]
+    args += [
+        "--cors-origins",
+        GOOD_ORIGIN,
+        "--header-timeout-s",
+        str(HEADER_TIMEOUT_S),
+        "--body-timeout-s",
+        str(BODY_TIMEOUT_S),
+        "--keep-alive-timeout-s",
+        str(KEEP_ALIVE_S),
+        "--max-header-bytes",
+        str(MAX_HEADER_BYTES),
+        "--max-header-count",
+        str(MAX_HEADER_COUNT),
+        "--max-waiting",
+        str(MAX_WAITING),
+        "--max-connections",
+        str(MAX_CONNECTIONS),
+    ]
     return start_server(model_dir, log_path, tuple(args))

@@ -22,8 +22,16 @@ REPO = Path(__file__).resolve().parents[1]
 MAX_INPUT_CHARS = 1000  # the test server's --max-input-chars
 STARTUP_TIMEOUT_S = 300.0  # engine start on a small shared CPU host
 STOP_TIMEOUT_S = 60.0
-SERVER_ARGS = ("--max-input-chars", str(MAX_INPUT_CHARS), "--max-num-seqs", "8", "--log-level", "info",
-               "--kv-cache-memory-bytes", str(256 << 20))
+SERVER_ARGS = (
+    "--max-input-chars",
+    str(MAX_INPUT_CHARS),
+    "--max-num-seqs",
+    "8",
+    "--log-level",
+    "info",
+    "--kv-cache-memory-bytes",
+    str(256 << 20),
+)
 
 
 timeout = scaled  # the name the server tests use
@@ -78,11 +86,13 @@ def subprocess_env() -> dict[str, str]:
 def start_server(model_dir: Path, log_path: Path, extra_args: tuple[str, ...] = ()) -> ServerProcess:
     """Start the server and wait until GET /health answers 200; fail with its log otherwise."""
     port = free_port()
-    command = uttera_command("serve", "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
-                             *SERVER_ARGS, *extra_args)
+    command = uttera_command(
+        "serve", "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(port), *SERVER_ARGS, *extra_args
+    )
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(command, cwd=REPO, env=subprocess_env(), stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            command, cwd=REPO, env=subprocess_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     server = ServerProcess(f"http://127.0.0.1:{port}", proc, log_path)
     deadline = time.monotonic() + timeout(STARTUP_TIMEOUT_S)
     while True:

@@ -40,20 +40,44 @@ async def wait_for_metrics(client: httpx.AsyncClient, check, seconds: float = 10
         if check(samples):
             return samples
         if asyncio.get_running_loop().time() > deadline:
-            interesting = {k: v for k, v in samples.items() if k[0].startswith("uttera_")
-                           and not k[0].endswith(("_bucket", "_created"))}
+            interesting = {
+                k: v
+                for k, v in samples.items()
+                if k[0].startswith("uttera_") and not k[0].endswith(("_bucket", "_created"))
+            }
             raise AssertionError(f"metrics condition not met within {timeout(seconds)} s: {interesting}")
         await asyncio.sleep(0.05)  # poll interval
 
 
 def parse_wav_header(data: bytes) -> dict:
     """Fields of a 44-byte PCM WAV header."""
-    (riff, riff_size, wave_, fmt, fmt_size, audio_format, channels, rate, byte_rate, align, bits, data_id,
-     data_size) = struct.unpack("<4sI4s4sIHHIIHH4sI", data[:44])
+    (
+        riff,
+        riff_size,
+        wave_,
+        fmt,
+        fmt_size,
+        audio_format,
+        channels,
+        rate,
+        byte_rate,
+        align,
+        bits,
+        data_id,
+        data_size,
+    ) = struct.unpack("<4sI4s4sIHHIIHH4sI", data[:44])
     assert (riff, wave_, fmt, data_id) == (b"RIFF", b"WAVE", b"fmt ", b"data")
-    return {"riff_size": riff_size, "fmt_size": fmt_size, "audio_format": audio_format, "channels": channels,
-            "sample_rate": rate, "byte_rate": byte_rate, "block_align": align, "bits": bits,
-            "data_size": data_size}
+    return {
+        "riff_size": riff_size,
+        "fmt_size": fmt_size,
+        "audio_format": audio_format,
+        "channels": channels,
+        "sample_rate": rate,
+        "byte_rate": byte_rate,
+        "block_align": align,
+        "bits": bits,
+        "data_size": data_size,
+    }
 
 
 async def recv(ws: ClientConnection) -> str | bytes:

@@ -18,6 +18,7 @@ settings.register_profile("reproducible", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "reproducible"))
 
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     from uttera_server.tiny_model import make_tiny_model

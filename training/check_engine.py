@@ -15,8 +15,11 @@ import time
 import numpy as np
 import torch
 
-SENTENCES = ("The quick brown fox jumps over the lazy dog.", "Please call me at two o'clock tomorrow.",
-             "It costs six dollars and fifty cents.")
+SENTENCES = (
+    "The quick brown fox jumps over the lazy dog.",
+    "Please call me at two o'clock tomorrow.",
+    "It costs six dollars and fifty cents.",
+)
 
 
 async def check(voice_dir: str) -> bool:
@@ -26,9 +29,12 @@ async def check(voice_dir: str) -> bool:
     from uttera_server.frontend import prepare
     from uttera_server.model_dir import VoiceModelConfig
 
-    engine = MelEngine(VoiceModelConfig.load(voice_dir),
-                       EngineConfig(max_num_seqs=4, kv_cache_memory_bytes=256 << 20, enforce_eager=True,
-                                    block_size=32, dtype="float32"))
+    engine = MelEngine(
+        VoiceModelConfig.load(voice_dir),
+        EngineConfig(
+            max_num_seqs=4, kv_cache_memory_bytes=256 << 20, enforce_eager=True, block_size=32, dtype="float32"
+        ),
+    )
     await asyncio.to_thread(engine.start)
     model = load_model_dir(voice_dir)
     ok = True
@@ -41,11 +47,16 @@ async def check(voice_dir: str) -> bool:
             offline = generate(model, ids)
             served = [s.pointer for s in steps]
             n = min(len(served), len(offline.pointers))
-            diff = float((torch.from_numpy(np.concatenate([s.mel for s in steps[:n]])) - offline.mel.T[: n * 4]).abs().max())
+            diff = float(
+                (torch.from_numpy(np.concatenate([s.mel for s in steps[:n]])) - offline.mel.T[: n * 4]).abs().max()
+            )
             same = served == offline.pointers and diff < 1e-3
             ok &= same
-            print(f"{text!r}: engine {len(served)} steps in {dt:.2f} s, offline {len(offline.pointers)}; "
-                  f"pointers equal={served == offline.pointers}; max |mel diff|={diff:.2e}", flush=True)
+            print(
+                f"{text!r}: engine {len(served)} steps in {dt:.2f} s, offline {len(offline.pointers)}; "
+                f"pointers equal={served == offline.pointers}; max |mel diff|={diff:.2e}",
+                flush=True,
+            )
     finally:
         engine.shutdown()
     return ok

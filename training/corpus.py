@@ -93,22 +93,42 @@ PLACES = "Boston Chicago Denver Paris London Seattle Austin Toronto Dublin Madri
 def generated(rng: random.Random, n: int) -> Iterator[str]:
     """Seeded template sentences: numbers, dates, times, currency, abbreviations, questions."""
     templates = [
-        lambda: f"{rng.choice(NAMES)} bought {rng.randint(2, 999)} {rng.choice(THINGS)} for ${rng.randint(1, 500)}.{rng.randint(10, 99)}.",
-        lambda: f"The meeting is on {rng.choice(DAYS)}, {rng.choice(MONTHS)} {rng.randint(1, 28)}, {rng.randint(1950, 2035)} at {rng.randint(1, 12)}:{rng.randint(0, 59):02d} {rng.choice(['AM', 'PM'])}.",
+        lambda: (
+            f"{rng.choice(NAMES)} bought {rng.randint(2, 999)} {rng.choice(THINGS)} for ${rng.randint(1, 500)}.{rng.randint(10, 99)}."
+        ),
+        lambda: (
+            f"The meeting is on {rng.choice(DAYS)}, {rng.choice(MONTHS)} {rng.randint(1, 28)}, {rng.randint(1950, 2035)} at {rng.randint(1, 12)}:{rng.randint(0, 59):02d} {rng.choice(['AM', 'PM'])}."
+        ),
         lambda: f"Please call me at {rng.randint(1, 12)}:{rng.choice(['00', '15', '30', '45'])} tomorrow.",
         lambda: f"The population grew to {rng.randint(1000, 9999999):,} people in {rng.randint(1800, 2024)}.",
         lambda: f"It costs ${rng.randint(1, 99)},{rng.randint(100, 999)} or about {rng.randint(2, 95)}% of the budget.",
-        lambda: f"Dr. {rng.choice(NAMES)} lives on {rng.choice(['Main', 'Oak', 'Elm', 'Park'])} St. near {rng.choice(PLACES)}.",
-        lambda: f"Mr. {rng.choice(NAMES)} and Mrs. {rng.choice(NAMES)} arrived at {rng.randint(1, 12)} {rng.choice(['a.m.', 'p.m.'])} on the {rng.randint(1, 28)}th.",
+        lambda: (
+            f"Dr. {rng.choice(NAMES)} lives on {rng.choice(['Main', 'Oak', 'Elm', 'Park'])} St. near {rng.choice(PLACES)}."
+        ),
+        lambda: (
+            f"Mr. {rng.choice(NAMES)} and Mrs. {rng.choice(NAMES)} arrived at {rng.randint(1, 12)} {rng.choice(['a.m.', 'p.m.'])} on the {rng.randint(1, 28)}th."
+        ),
         lambda: f"How many {rng.choice(THINGS)} did {rng.choice(NAMES)} bring to {rng.choice(PLACES)}?",
         lambda: f"Is the train to {rng.choice(PLACES)} leaving at {rng.randint(1, 12)}:{rng.randint(10, 59)}?",
-        lambda: f"Why did {rng.choice(NAMES)} pay {rng.randint(2, 90)} dollars for {rng.randint(2, 9)} {rng.choice(THINGS)}?",
-        lambda: f"The temperature dropped to {rng.randint(-20, 40)} degrees on {rng.choice(MONTHS)} {rng.randint(1, 30)}.",
-        lambda: f"Room {rng.randint(100, 999)} is on the {rng.choice(['1st', '2nd', '3rd', '4th', '5th', '21st'])} floor, next to the U.S. office.",
-        lambda: f"We need {rng.randint(2, 60)} kg of rice, {rng.randint(2, 20)} liters of milk and {rng.randint(2, 12)} eggs.",
-        lambda: f"Flight {rng.choice('ABCDU')}{rng.choice('ALKX')} {rng.randint(100, 9999)} lands at {rng.randint(1, 12)}:{rng.randint(10, 59)} {rng.choice(['AM', 'PM'])}, right?",
+        lambda: (
+            f"Why did {rng.choice(NAMES)} pay {rng.randint(2, 90)} dollars for {rng.randint(2, 9)} {rng.choice(THINGS)}?"
+        ),
+        lambda: (
+            f"The temperature dropped to {rng.randint(-20, 40)} degrees on {rng.choice(MONTHS)} {rng.randint(1, 30)}."
+        ),
+        lambda: (
+            f"Room {rng.randint(100, 999)} is on the {rng.choice(['1st', '2nd', '3rd', '4th', '5th', '21st'])} floor, next to the U.S. office."
+        ),
+        lambda: (
+            f"We need {rng.randint(2, 60)} kg of rice, {rng.randint(2, 20)} liters of milk and {rng.randint(2, 12)} eggs."
+        ),
+        lambda: (
+            f"Flight {rng.choice('ABCDU')}{rng.choice('ALKX')} {rng.randint(100, 9999)} lands at {rng.randint(1, 12)}:{rng.randint(10, 59)} {rng.choice(['AM', 'PM'])}, right?"
+        ),
         lambda: f"The score was {rng.randint(0, 9)} to {rng.randint(0, 9)} after {rng.randint(2, 120)} minutes.",
-        lambda: f"Chapter {rng.randint(1, 40)} starts on page {rng.randint(2, 900)} and ends on page {rng.randint(2, 900)}.",
+        lambda: (
+            f"Chapter {rng.randint(1, 40)} starts on page {rng.randint(2, 900)} and ends on page {rng.randint(2, 900)}."
+        ),
     ]
     for _ in range(n):
         yield rng.choice(templates)()
@@ -171,8 +191,10 @@ def main() -> None:
     by_source: dict[str, int] = {}
     for s, _, _ in kept:
         by_source[s] = by_source.get(s, 0) + 1
-    print(f"candidates={len(raw)} kept={len(kept)} by_source={by_source} "
-          f"train={len(train)} eval={len(eval_set)} backend={text_frontend.BACKEND}")
+    print(
+        f"candidates={len(raw)} kept={len(kept)} by_source={by_source} "
+        f"train={len(train)} eval={len(eval_set)} backend={text_frontend.BACKEND}"
+    )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,9 @@ class Utterance:
         return len(self.ids) + len(self.pointers)
 
 
-def load_utterances(feat_dir: str | Path, r: int, max_advance: int, max_phonemes: int,
-                    limit: int = 0) -> tuple[list[Utterance], dict]:
+def load_utterances(
+    feat_dir: str | Path, r: int, max_advance: int, max_phonemes: int, limit: int = 0
+) -> tuple[list[Utterance], dict]:
     utts: list[Utterance] = []
     stats = {"rejected": 0, "frames": 0, "max_dwell": 0, "dwell_hist": {}}
     for path in sorted(Path(feat_dir).glob("feat_*.npz")):
@@ -47,7 +48,7 @@ def load_utterances(feat_dir: str | Path, r: int, max_advance: int, max_phonemes
         for u in range(len(z["ids_off"]) - 1):
             a, b = z["ids_off"][u], z["ids_off"][u + 1]
             ids, dur = z["ids"][a:b].astype(np.int64), z["dur"][a:b]
-            mel = z["mel"][z["mel_off"][u]: z["mel_off"][u + 1]]
+            mel = z["mel"][z["mel_off"][u] : z["mel_off"][u + 1]]
             if len(ids) > max_phonemes or len(ids) < 3:
                 stats["rejected"] += 1
                 continue
@@ -82,15 +83,17 @@ def collate(utts: list[Utterance], pointer_offset: int) -> dict[str, torch.Tenso
     for i, u in enumerate(utts):
         P, T = len(u.ids), len(u.pointers)
         tokens[i, :P] = u.ids
-        tokens[i, P: P + T] = pointer_offset + u.pointers
-        last[i, P - 1: P + T] = P - 1
-        base[i, P: P + T] = u.pointers
+        tokens[i, P : P + T] = pointer_offset + u.pointers
+        last[i, P - 1 : P + T] = P - 1
+        base[i, P : P + T] = u.pointers
         cls[i, P - 1] = 0  # pointer 0 from "base 0, move 0"
-        cls[i, P: P + T] = u.classes
-        mel[i, P: P + T] = u.mel
-        mask[i, P: P + T] = True
-    return {k: torch.from_numpy(v) for k, v in
-            dict(tokens=tokens, ce_base=base, ce_last=last, ce_class=cls, mel=mel, mel_mask=mask).items()}
+        cls[i, P : P + T] = u.classes
+        mel[i, P : P + T] = u.mel
+        mask[i, P : P + T] = True
+    return {
+        k: torch.from_numpy(v)
+        for k, v in dict(tokens=tokens, ce_base=base, ce_last=last, ce_class=cls, mel=mel, mel_mask=mask).items()
+    }
 
 
 def length_batches(lengths: list[int], max_tokens: int, rng: random.Random) -> list[list[int]]:

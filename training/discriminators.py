@@ -26,16 +26,15 @@ class PeriodDiscriminator(nn.Module):
         self.period = period
         chans = [1, *channels]
         self.convs = nn.ModuleList(
-            weight_norm(nn.Conv2d(c_in, c_out, (5, 1), (3, 1) if i < len(channels) - 1 else 1,
-                                  padding=(2, 0)))
-            for i, (c_in, c_out) in enumerate(zip(chans[:-1], chans[1:])))
+            weight_norm(nn.Conv2d(c_in, c_out, (5, 1), (3, 1) if i < len(channels) - 1 else 1, padding=(2, 0)))
+            for i, (c_in, c_out) in enumerate(zip(chans[:-1], chans[1:]))
+        )
         self.post = weight_norm(nn.Conv2d(chans[-1], 1, (3, 1), padding=(1, 0)))
 
     def forward(self, wav: Tensor) -> tuple[Tensor, list[Tensor]]:
         b, t = wav.shape
         if t % self.period:
-            wav = nn.functional.pad(wav.unsqueeze(1), (0, self.period - t % self.period),
-                                    mode="reflect").squeeze(1)
+            wav = nn.functional.pad(wav.unsqueeze(1), (0, self.period - t % self.period), mode="reflect").squeeze(1)
         x = wav.view(b, 1, -1, self.period)
         fmaps = []
         for conv in self.convs:
@@ -47,8 +46,7 @@ class PeriodDiscriminator(nn.Module):
 
 
 class MultiPeriodDiscriminator(nn.Module):
-    def __init__(self, periods: Sequence[int] = (2, 3, 5, 7, 11),
-                 channels: Sequence[int] = (32, 128, 512, 1024, 1024)):
+    def __init__(self, periods: Sequence[int] = (2, 3, 5, 7, 11), channels: Sequence[int] = (32, 128, 512, 1024, 1024)):
         super().__init__()
         self.discriminators = nn.ModuleList(PeriodDiscriminator(p, channels) for p in periods)
 
@@ -64,19 +62,27 @@ class ResolutionDiscriminator(nn.Module):
         super().__init__()
         self.n_fft, self.hop_length = n_fft, hop_length
         self.register_buffer("window", torch.hann_window(win_length), persistent=False)
-        self.convs = nn.ModuleList([
-            weight_norm(nn.Conv2d(1, channels, (7, 5), padding=(3, 2))),
-            weight_norm(nn.Conv2d(channels, channels, (5, 3), (1, 2), padding=(2, 1))),
-            weight_norm(nn.Conv2d(channels, channels, (5, 3), (1, 2), padding=(2, 1))),
-            weight_norm(nn.Conv2d(channels, channels, (5, 3), (1, 2), padding=(2, 1))),
-            weight_norm(nn.Conv2d(channels, channels, (3, 3), padding=(1, 1))),
-        ])
+        self.convs = nn.ModuleList(
+            [
+                weight_norm(nn.Conv2d(1, channels, (7, 5), padding=(3, 2))),
+                weight_norm(nn.Conv2d(channels, channels, (5, 3), (1, 2), padding=(2, 1))),
+                weight_norm(nn.Conv2d(channels, channels, (5, 3), (1, 2), padding=(2, 1))),
+                weight_norm(nn.Conv2d(channels, channels, (5, 3), (1, 2), padding=(2, 1))),
+                weight_norm(nn.Conv2d(channels, channels, (3, 3), padding=(1, 1))),
+            ]
+        )
         self.post = weight_norm(nn.Conv2d(channels, 1, (3, 3), padding=(1, 1)))
 
     def forward(self, wav: Tensor) -> tuple[Tensor, list[Tensor]]:
-        spec = torch.stft(wav.float(), self.n_fft, hop_length=self.hop_length,
-                          win_length=self.window.shape[0], window=self.window, center=True,
-                          return_complex=True)
+        spec = torch.stft(
+            wav.float(),
+            self.n_fft,
+            hop_length=self.hop_length,
+            win_length=self.window.shape[0],
+            window=self.window,
+            center=True,
+            return_complex=True,
+        )
         x = spec.abs().transpose(1, 2).unsqueeze(1)
         fmaps = []
         for conv in self.convs:
@@ -88,11 +94,13 @@ class ResolutionDiscriminator(nn.Module):
 
 
 class MultiResolutionDiscriminator(nn.Module):
-    def __init__(self, resolutions: Sequence[tuple[int, int, int]] = (
-            (1024, 256, 1024), (2048, 512, 2048), (512, 128, 512)), channels: int = 32):
+    def __init__(
+        self,
+        resolutions: Sequence[tuple[int, int, int]] = ((1024, 256, 1024), (2048, 512, 2048), (512, 128, 512)),
+        channels: int = 32,
+    ):
         super().__init__()
-        self.discriminators = nn.ModuleList(
-            ResolutionDiscriminator(n, h, w, channels) for n, h, w in resolutions)
+        self.discriminators = nn.ModuleList(ResolutionDiscriminator(n, h, w, channels) for n, h, w in resolutions)
 
     def forward(self, wav: Tensor) -> Output:
         outs = [d(wav) for d in self.discriminators]

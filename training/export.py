@@ -23,7 +23,7 @@ DEFAULT_VOICE = {
     "name": "uttera-en-joe-distilled",
     "language": "en-US",
     "description": "English (US) male voice distilled from the Piper voice en_US-joe-medium: "
-                   "pointer-token Llama acoustic model + Vocos-style vocoder, 22.05 kHz",
+    "pointer-token Llama acoustic model + Vocos-style vocoder, 22.05 kHz",
     "random_weights": False,
 }
 
@@ -72,8 +72,11 @@ def main() -> None:
     for p in out.rglob("*"):
         p.chmod(0o755 if p.is_dir() else 0o644)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    print(f"exported {out}: acoustic {model.num_params() / 1e6:.2f} M params, vocoder "
-          f"{vocoder.num_params() / 1e6:.2f} M params, {size / 1e6:.1f} MB on disk", flush=True)
+    print(
+        f"exported {out}: acoustic {model.num_params() / 1e6:.2f} M params, vocoder "
+        f"{vocoder.num_params() / 1e6:.2f} M params, {size / 1e6:.1f} MB on disk",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -29,17 +29,20 @@ def shard_features(path: Path, mel: MelSpectrogram, device: str) -> dict[str, np
     hop = mel.config.hop_length
     mels = []
     for u in range(len(a_off) - 1):
-        wav = torch.from_numpy(audio[a_off[u]: a_off[u + 1]].astype(np.float32) / 32768.0).to(device)
+        wav = torch.from_numpy(audio[a_off[u] : a_off[u + 1]].astype(np.float32) / 32768.0).to(device)
         with torch.no_grad():
             m = mel(wav).T  # (frames, n_mels)
-        frames = int(dur[i_off[u]: i_off[u + 1]].sum())
+        frames = int(dur[i_off[u] : i_off[u + 1]].sum())
         if m.shape[0] != frames or len(wav) != frames * hop:
             raise ValueError(f"{path.name}#{u}: {m.shape[0]} mel frames but durations sum to {frames}")
         mels.append(m.cpu().numpy().astype(np.float16))
     return {
         "mel": np.concatenate(mels) if mels else np.zeros((0, mel.config.n_mels), np.float16),
         "mel_off": np.cumsum([0] + [len(m) for m in mels]).astype(np.int64),
-        "ids": z["ids"], "ids_off": z["ids_off"], "dur": z["dur"], "text": z["text"],
+        "ids": z["ids"],
+        "ids_off": z["ids_off"],
+        "dur": z["dur"],
+        "text": z["text"],
     }
 
 

@@ -65,7 +65,7 @@ def generate(model: UtteraTTS, phoneme_ids: list[int]) -> Generation:
         lo, hi, stop_ok = allowed_window(pointers, P, c)
         best, best_v = None, -float("inf")
         if lo <= hi:
-            v, i = logits[c.pointer_offset + lo: c.pointer_offset + hi + 1].max(0)
+            v, i = logits[c.pointer_offset + lo : c.pointer_offset + hi + 1].max(0)
             best, best_v = lo + int(i), float(v)
         if stop_ok and (best is None or float(logits[c.stop_token_id]) > best_v):
             stopped = True

@@ -1,6 +1,6 @@
 """Loss curves from the trainers' log.jsonl files -> one PNG.
 
-    python -m training.plot ACOUSTIC_LOG VOCODER_LOG OUT.png
+python -m training.plot ACOUSTIC_LOG VOCODER_LOG OUT.png
 """
 
 from __future__ import annotations

@@ -82,8 +82,9 @@ def _worker(args: tuple) -> dict:
     opts.inter_op_num_threads = 1
     proto = onnx.load(str(model))
     add_alignment_output(proto)
-    session = onnxruntime.InferenceSession(proto.SerializeToString(), sess_options=opts,
-                                           providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(
+        proto.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"]
+    )
     voice = PiperVoice(session=session, config=PiperConfig.from_dict(json.loads(Path(cfg).read_text())))
     path = Path(out_dir) / f"shard_{k:02d}.npz"
     items: list[dict] = []
@@ -115,8 +116,15 @@ def _worker(args: tuple) -> dict:
             audio = np.pad(audio, (0, n - len(audio)))
         peak = float(np.abs(audio).max())
         audio = audio / peak if peak > 1e-8 else audio * 0
-        items.append({"audio": np.clip(audio * 32767, -32767, 32767).astype(np.int16), "ids": np.array(ids),
-                      "dur": dur, "text": s.normalized, "match": match})
+        items.append(
+            {
+                "audio": np.clip(audio * 32767, -32767, 32767).astype(np.int16),
+                "ids": np.array(ids),
+                "dur": dur,
+                "text": s.normalized,
+                "match": match,
+            }
+        )
         stats["done"] += 1
         stats["seconds_audio"] += n / 22050
         if len(items) % flush == 0:
@@ -146,9 +154,12 @@ def main() -> None:
         results = pool.map(_worker, jobs)
     total = {key: sum(r[key] for r in results) for key in results[0]}
     wall = time.time() - t0
-    print(f"synthesized {total['done']} utterances, {total['seconds_audio'] / 3600:.2f} h audio in {wall:.0f} s "
-          f"({total['seconds_audio'] / wall:.1f}x real time); skipped {total['skipped']}; "
-          f"frontend/piper phoneme mismatches {total['mismatch']}", flush=True)
+    print(
+        f"synthesized {total['done']} utterances, {total['seconds_audio'] / 3600:.2f} h audio in {wall:.0f} s "
+        f"({total['seconds_audio'] / wall:.1f}x real time); skipped {total['skipped']}; "
+        f"frontend/piper phoneme mismatches {total['mismatch']}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

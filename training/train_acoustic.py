@@ -29,7 +29,9 @@ from training.data import BatchDataset, collate, length_batches, load_utterances
 from training.model import AcousticConfig, UtteraTTS
 
 
-def acoustic_loss(model: UtteraTTS, batch: dict[str, torch.Tensor], mel_weight: float = 1.0) -> tuple[torch.Tensor, dict]:
+def acoustic_loss(
+    model: UtteraTTS, batch: dict[str, torch.Tensor], mel_weight: float = 1.0
+) -> tuple[torch.Tensor, dict]:
     c = model.config
     h = model(batch["tokens"])
     logits = model.lm_head(h).float()  # (B, S, V)
@@ -37,7 +39,7 @@ def acoustic_loss(model: UtteraTTS, batch: dict[str, torch.Tensor], mel_weight: 
     cand_ptr = batch["ce_base"].unsqueeze(-1) + k  # (B, S, A+1)
     ptr_logits = logits.gather(-1, (c.pointer_offset + cand_ptr).clamp(max=c.stop_token_id - 1))
     ptr_logits = ptr_logits.masked_fill(cand_ptr > batch["ce_last"].unsqueeze(-1), float("-inf"))
-    stop_logit = logits[..., c.stop_token_id: c.stop_token_id + 1]
+    stop_logit = logits[..., c.stop_token_id : c.stop_token_id + 1]
     stop_logit = stop_logit.masked_fill((batch["ce_base"] != batch["ce_last"]).unsqueeze(-1), float("-inf"))
     cand = torch.cat([ptr_logits, stop_logit], dim=-1)
     valid = batch["ce_class"] >= 0
@@ -109,8 +111,11 @@ def main() -> None:
     if state is not None:
         config = AcousticConfig(**state["config"])
     else:
-        overrides = {f: getattr(a, f) for f in ("hidden_size", "num_hidden_layers", "num_attention_heads",
-                                               "head_dim", "intermediate_size") if getattr(a, f) is not None}
+        overrides = {
+            f: getattr(a, f)
+            for f in ("hidden_size", "num_hidden_layers", "num_attention_heads", "head_dim", "intermediate_size")
+            if getattr(a, f) is not None
+        }
         if "num_attention_heads" in overrides:
             overrides["num_key_value_heads"] = overrides["num_attention_heads"]
         config = AcousticConfig(**overrides, dropout=a.dropout)
@@ -127,8 +132,11 @@ def main() -> None:
     val = [utts[i] for i in order[:n_val]]
     train = [utts[i] for i in order[n_val:]]
     hours = stats["frames"] * config.hop_length / config.sample_rate / 3600
-    print(f"utterances train={len(train)} val={len(val)} rejected={stats['rejected']} audio={hours:.2f} h "
-          f"max_dwell={stats['max_dwell']} -> max_steps_per_phoneme={config.max_steps_per_phoneme}", flush=True)
+    print(
+        f"utterances train={len(train)} val={len(val)} rejected={stats['rejected']} audio={hours:.2f} h "
+        f"max_dwell={stats['max_dwell']} -> max_steps_per_phoneme={config.max_steps_per_phoneme}",
+        flush=True,
+    )
 
     model = UtteraTTS(config).to(a.device)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.98), weight_decay=0.01)
@@ -150,8 +158,18 @@ def main() -> None:
     log = (run / "log.jsonl").open("a")
 
     def save() -> None:
-        torch.save({"config": dataclasses.asdict(config), "model": model.state_dict(), "opt": opt.state_dict(),
-                    "step": step, "trained_s": trained_s, "epoch": epoch, "rng": rng.getstate()}, ckpt_path.with_suffix(".tmp"))
+        torch.save(
+            {
+                "config": dataclasses.asdict(config),
+                "model": model.state_dict(),
+                "opt": opt.state_dict(),
+                "step": step,
+                "trained_s": trained_s,
+                "epoch": epoch,
+                "rng": rng.getstate(),
+            },
+            ckpt_path.with_suffix(".tmp"),
+        )
         ckpt_path.with_suffix(".tmp").replace(ckpt_path)
 
     use_amp = a.device.startswith("cuda")
@@ -167,8 +185,13 @@ def main() -> None:
         plan = [length_batches(lengths, a.max_tokens, rng) for _ in range(50)]
         batches = [b for epoch_batches in plan for b in epoch_batches]
         epoch_of = [e for e, epoch_batches in enumerate(plan) for _ in epoch_batches]
-        loader = torch.utils.data.DataLoader(BatchDataset(train, batches, config.pointer_offset), batch_size=None,
-                                             shuffle=False, num_workers=a.workers, pin_memory=use_amp)
+        loader = torch.utils.data.DataLoader(
+            BatchDataset(train, batches, config.pointer_offset),
+            batch_size=None,
+            shuffle=False,
+            num_workers=a.workers,
+            pin_memory=use_amp,
+        )
         for i, batch in enumerate(loader):
             if i and epoch_of[i] != epoch_of[i - 1]:
                 epoch += 1
@@ -187,9 +210,15 @@ def main() -> None:
             for key, v in m.items():
                 acc[key] = acc.get(key, 0.0) + v
             if step % a.log_every == 0:
-                rec = {"step": step, "epoch": epoch, "lr": lr, "trained_s": round(trained_s, 1), "grad_norm": float(gn),
-                       "steps_per_s": round(a.log_every / (time.time() - t_log), 2),
-                       **{k: v / a.log_every for k, v in acc.items()}}
+                rec = {
+                    "step": step,
+                    "epoch": epoch,
+                    "lr": lr,
+                    "trained_s": round(trained_s, 1),
+                    "grad_norm": float(gn),
+                    "steps_per_s": round(a.log_every / (time.time() - t_log), 2),
+                    **{k: v / a.log_every for k, v in acc.items()},
+                }
                 log.write(json.dumps(rec) + "\n")
                 log.flush()
                 print(json.dumps(rec), flush=True)

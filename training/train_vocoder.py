@@ -29,8 +29,13 @@ from vocoder.mel import MelSpectrogram
 from vocoder.model import Vocoder
 
 from training.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
-from training.vocoder_losses import (MelLoss, MultiResolutionSTFTLoss, discriminator_loss, feature_matching_loss,
-                                     generator_loss)
+from training.vocoder_losses import (
+    MelLoss,
+    MultiResolutionSTFTLoss,
+    discriminator_loss,
+    feature_matching_loss,
+    generator_loss,
+)
 
 MEL_WEIGHT = 45.0  # Vocos / HiFi-GAN
 MRD_WEIGHT = 0.1  # Vocos: multi-resolution discriminator terms relative to the multi-period ones
@@ -109,8 +114,12 @@ def main() -> None:
     parser.add_argument("--segment-frames", type=int, default=64)
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--warmup", type=int, default=200)
-    parser.add_argument("--gan-after", type=float, default=0.3,
-                        help="fraction of the time budget after which the GAN losses join (>= 1: never)")
+    parser.add_argument(
+        "--gan-after",
+        type=float,
+        default=0.3,
+        help="fraction of the time budget after which the GAN losses join (>= 1: never)",
+    )
     parser.add_argument("--mpd-channels", default="32,128,512,1024,1024", help="HiFi-GAN MPD widths")
     parser.add_argument("--mrd-channels", type=int, default=32)
     parser.add_argument("--ckpt-minutes", type=float, default=3.0)
@@ -154,15 +163,24 @@ def main() -> None:
             disc.load_state_dict(state["disc"])
             opt_d.load_state_dict(state["opt_d"])
     data = SegmentSampler(a.synth_dir, config.hop_length, a.device, a.limit)
-    print(f"vocoder params={model.num_params() / 1e6:.2f} M gan_after={a.gan_after if disc else None} "
-          f"audio={data.seconds / 3600:.2f} h device={a.device} resume_step={step}", flush=True)
+    print(
+        f"vocoder params={model.num_params() / 1e6:.2f} M gan_after={a.gan_after if disc else None} "
+        f"audio={data.seconds / 3600:.2f} h device={a.device} resume_step={step}",
+        flush=True,
+    )
     (run / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     log = (run / "log.jsonl").open("a")
     budget = a.minutes * 60
 
     def save() -> None:
-        st = {"config": config.to_dict(), "model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-              "trained_s": trained_s, "gen": g.get_state()}
+        st = {
+            "config": config.to_dict(),
+            "model": model.state_dict(),
+            "opt": opt.state_dict(),
+            "step": step,
+            "trained_s": trained_s,
+            "gen": g.get_state(),
+        }
         if disc is not None:
             st.update(disc=disc.state_dict(), opt_d=opt_d.state_dict())
         torch.save(st, ckpt_path.with_suffix(".tmp"))
@@ -198,9 +216,14 @@ def main() -> None:
         for k, v in {"loss": float(loss.detach()), **{k: float(v.detach()) for k, v in parts.items()}}.items():
             acc[k] = acc.get(k, 0.0) + v
         if step % a.log_every == 0:
-            rec = {"step": step, "lr": lr, "trained_s": round(trained_s, 1), "grad_norm": float(gn),
-                   "steps_per_s": round(a.log_every / (time.time() - t_log), 2),
-                   **{k: v / a.log_every for k, v in acc.items()}}
+            rec = {
+                "step": step,
+                "lr": lr,
+                "trained_s": round(trained_s, 1),
+                "grad_norm": float(gn),
+                "steps_per_s": round(a.log_every / (time.time() - t_log), 2),
+                **{k: v / a.log_every for k, v in acc.items()},
+            }
             log.write(json.dumps(rec) + "\n")
             log.flush()
             print(json.dumps(rec), flush=True)

@@ -26,8 +26,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def bench_offline(model: Vocoder, streams: int, frames: int, device: torch.device,
-                  repeats: int) -> float:
+def bench_offline(model: Vocoder, streams: int, frames: int, device: torch.device, repeats: int) -> float:
     mel = torch.randn(streams, model.config.n_mels, frames, device=device) - 5.0
     with torch.inference_mode():
         model(mel)  # warm-up
@@ -39,8 +38,9 @@ def bench_offline(model: Vocoder, streams: int, frames: int, device: torch.devic
     return (time.perf_counter() - start) / repeats
 
 
-def bench_streaming(model: Vocoder, streams: int, frames: int, device: torch.device,
-                    chunk: int, per_step: int) -> float:
+def bench_streaming(
+    model: Vocoder, streams: int, frames: int, device: torch.device, chunk: int, per_step: int
+) -> float:
     rng = np.random.default_rng(0)
     mel = (rng.standard_normal((streams, frames, model.config.n_mels)) - 5.0).astype(np.float32)
     with StreamingVocoder(model, chunk_frames=chunk, first_chunk_frames=4, device=device) as sv:
@@ -52,8 +52,7 @@ def bench_streaming(model: Vocoder, streams: int, frames: int, device: torch.dev
         start = time.perf_counter()
         for t in range(0, frames, per_step):
             last = t + per_step >= frames
-            sv.step({s: mel[s, t: t + per_step] for s in range(streams)},
-                    finish=range(streams) if last else ())
+            sv.step({s: mel[s, t : t + per_step] for s in range(streams)}, finish=range(streams) if last else ())
         _sync(device)
     return time.perf_counter() - start
 
@@ -81,19 +80,33 @@ def main() -> None:
         streaming = bench_streaming(model, streams, frames, device, args.chunk, per_step=4)
         for mode, secs in (("offline", offline), (f"stream chunk={args.chunk}", streaming)):
             rtf = secs / (audio_s * streams)
-            rows.append({"mode": mode, "streams": streams, "audio_s_per_stream": round(audio_s, 2),
-                         "compute_s": round(secs, 4), "rtf": round(rtf, 5),
-                         "x_realtime": round(1 / rtf, 1)})
-    print(f"vocoder {model.num_params() / 1e6:.2f} M params, device={device}, "
-          f"threads={args.threads}, torch {torch.__version__}")
+            rows.append(
+                {
+                    "mode": mode,
+                    "streams": streams,
+                    "audio_s_per_stream": round(audio_s, 2),
+                    "compute_s": round(secs, 4),
+                    "rtf": round(rtf, 5),
+                    "x_realtime": round(1 / rtf, 1),
+                }
+            )
+    print(
+        f"vocoder {model.num_params() / 1e6:.2f} M params, device={device}, "
+        f"threads={args.threads}, torch {torch.__version__}"
+    )
     print(f"{'mode':<18}{'streams':>8}{'audio s':>9}{'compute s':>11}{'RTF':>9}{'x realtime':>12}")
     for r in rows:
-        print(f"{r['mode']:<18}{r['streams']:>8}{r['audio_s_per_stream']:>9}{r['compute_s']:>11}"
-              f"{r['rtf']:>9}{r['x_realtime']:>12}")
+        print(
+            f"{r['mode']:<18}{r['streams']:>8}{r['audio_s_per_stream']:>9}{r['compute_s']:>11}"
+            f"{r['rtf']:>9}{r['x_realtime']:>12}"
+        )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": str(device), "threads": args.threads, "params": model.num_params(),
-                       "rows": rows}, f, indent=2)
+            json.dump(
+                {"device": str(device), "threads": args.threads, "params": model.num_params(), "rows": rows},
+                f,
+                indent=2,
+            )
 
 
 if __name__ == "__main__":

@@ -27,15 +27,16 @@ DEFAULT_RESOLUTIONS = ((512, 128, 512), (1024, 256, 1024), (2048, 512, 2048))
 
 def _check_pair(pred: Tensor, target: Tensor) -> None:
     if pred.shape != target.shape or pred.dim() != 2:
-        raise ValueError(f"expected pred and target of the same (B, samples) shape, got "
-                         f"{tuple(pred.shape)} and {tuple(target.shape)}")
+        raise ValueError(
+            f"expected pred and target of the same (B, samples) shape, got "
+            f"{tuple(pred.shape)} and {tuple(target.shape)}"
+        )
 
 
 class MultiResolutionSTFTLoss(nn.Module):
     """mean over resolutions of ||S_t| - |S_p||_F / ||S_t||_F + mean|log|S_t| - log|S_p||."""
 
-    def __init__(self, resolutions: Sequence[tuple[int, int, int]] = DEFAULT_RESOLUTIONS,
-                 eps: float = 1e-7):
+    def __init__(self, resolutions: Sequence[tuple[int, int, int]] = DEFAULT_RESOLUTIONS, eps: float = 1e-7):
         super().__init__()
         self.resolutions = tuple(tuple(r) for r in resolutions)
         self.eps = eps
@@ -44,8 +45,15 @@ class MultiResolutionSTFTLoss(nn.Module):
 
     def _magnitude(self, wav: Tensor, i: int) -> Tensor:
         n_fft, hop, win = self.resolutions[i]
-        spec = torch.stft(wav, n_fft, hop_length=hop, win_length=win,
-                          window=getattr(self, f"window{i}"), center=True, return_complex=True)
+        spec = torch.stft(
+            wav,
+            n_fft,
+            hop_length=hop,
+            win_length=win,
+            window=getattr(self, f"window{i}"),
+            center=True,
+            return_complex=True,
+        )
         return spec.abs().clamp(min=self.eps)
 
     def forward(self, pred: Tensor, target: Tensor) -> Tensor:
@@ -71,15 +79,14 @@ class MelLoss(nn.Module):
         return (self.mel(pred) - self.mel(target)).abs().mean()
 
 
-def discriminator_loss(real: Sequence[Tensor], fake: Sequence[Tensor],
-                       kind: str = "hinge") -> Tensor:
+def discriminator_loss(real: Sequence[Tensor], fake: Sequence[Tensor], kind: str = "hinge") -> Tensor:
     """Sum over sub-discriminators of the loss on logits of real and (detached) generated audio."""
     total = real[0].new_zeros(())
     for r, f in zip(real, fake, strict=True):
         if kind == "hinge":
             total = total + torch.relu(1 - r).mean() + torch.relu(1 + f).mean()
         elif kind == "lsgan":
-            total = total + ((1 - r) ** 2).mean() + (f ** 2).mean()
+            total = total + ((1 - r) ** 2).mean() + (f**2).mean()
         else:
             raise ValueError(f"kind must be 'hinge' or 'lsgan', got {kind!r}")
     return total
@@ -98,8 +105,7 @@ def generator_loss(fake: Sequence[Tensor], kind: str = "hinge") -> Tensor:
     return total
 
 
-def feature_matching_loss(real_fmaps: Sequence[Sequence[Tensor]],
-                          fake_fmaps: Sequence[Sequence[Tensor]]) -> Tensor:
+def feature_matching_loss(real_fmaps: Sequence[Sequence[Tensor]], fake_fmaps: Sequence[Sequence[Tensor]]) -> Tensor:
     """Sum over sub-discriminators of the mean L1 between real (detached) and fake feature maps."""
     total = fake_fmaps[0][0].new_zeros(())
     for real_maps, fake_maps in zip(real_fmaps, fake_fmaps, strict=True):

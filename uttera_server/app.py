@@ -53,8 +53,12 @@ def build_app(config: ServerConfig, synth: SpeechSynthesizer) -> Starlette:
         Route("/metrics", http_info.metrics),
         *_web_routes(),  # the playground at /, /openapi.json
     ]
-    app = Starlette(routes=routes, lifespan=_lifespan, exception_handlers={HTTPException: _http_error},
-                    middleware=[Middleware(RequestIdMiddleware), *guard.middleware(config, state)])  # x-request-id, log context (logs.py)
+    app = Starlette(
+        routes=routes,
+        lifespan=_lifespan,
+        exception_handlers={HTTPException: _http_error},
+        middleware=[Middleware(RequestIdMiddleware), *guard.middleware(config, state)],
+    )  # x-request-id, log context (logs.py)
     app.state.uttera = state
     return app
 
@@ -81,8 +85,11 @@ async def _start_engine(state: AppState) -> None:
         state.start_error = f"{type(e).__name__}: {e}"
         log.exception("the engine failed to start; GET /health answers 503")
         return
-    log.info("engine ready in %.1f s (event loop: %s)", time.monotonic() - started,
-             type(asyncio.get_running_loop()).__module__)
+    log.info(
+        "engine ready in %.1f s (event loop: %s)",
+        time.monotonic() - started,
+        type(asyncio.get_running_loop()).__module__,
+    )
 
 
 async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:

@@ -122,8 +122,9 @@ class SpeechStreamClient:
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
-    def context(self, context_id: str = DEFAULT_CONTEXT, *, voice: str | None = None,
-                speed: float | None = None) -> "ContextHandle":
+    def context(
+        self, context_id: str = DEFAULT_CONTEXT, *, voice: str | None = None, speed: float | None = None
+    ) -> "ContextHandle":
         """A handle on one context; it opens on the server with its first `send_text`."""
         return ContextHandle(self, context_id, voice, speed)
 

@@ -143,8 +143,9 @@ class EngineConfig:
             if self.block_size & (self.block_size - 1):
                 raise ConfigError(f"block_size (--block-size) must be a power of two, got {self.block_size}")
         if self.prefill_chunk_tokens is not None and self.prefill_chunk_tokens < 0:
-            raise ConfigError(f"prefill_chunk_tokens (--prefill-chunk-tokens) must be >= 0, "
-                              f"got {self.prefill_chunk_tokens}")
+            raise ConfigError(
+                f"prefill_chunk_tokens (--prefill-chunk-tokens) must be >= 0, got {self.prefill_chunk_tokens}"
+            )
         if self.seed < 0:
             raise ConfigError(f"seed (--seed) must be >= 0, got {self.seed}")
         _positive("vocoder_chunk_frames (--vocoder-chunk-frames)", self.vocoder_chunk_frames)
@@ -153,19 +154,26 @@ class EngineConfig:
         if self.max_lead_s is not None:
             _positive("max_lead_s (--max-lead-s)", self.max_lead_s)
         if self.scheduling not in SCHEDULING:
-            raise ConfigError(f"scheduling (--scheduling) must be one of {', '.join(SCHEDULING)}, "
-                              f"got {self.scheduling!r}")
+            raise ConfigError(
+                f"scheduling (--scheduling) must be one of {', '.join(SCHEDULING)}, got {self.scheduling!r}"
+            )
         if self.switch_interval_ms is not None:
             _positive("switch_interval_ms (--switch-interval-ms)", self.switch_interval_ms)
         if self.vocoder_driver not in VOCODER_DRIVERS:
-            raise ConfigError(f"vocoder_driver (--vocoder-driver) must be one of {', '.join(VOCODER_DRIVERS)}, "
-                              f"got {self.vocoder_driver!r}")
+            raise ConfigError(
+                f"vocoder_driver (--vocoder-driver) must be one of {', '.join(VOCODER_DRIVERS)}, "
+                f"got {self.vocoder_driver!r}"
+            )
         if self.vocoder_process not in VOCODER_PROCESSES:
-            raise ConfigError(f"vocoder_process (--vocoder-process) must be one of {', '.join(VOCODER_PROCESSES)}, "
-                              f"got {self.vocoder_process!r}")
+            raise ConfigError(
+                f"vocoder_process (--vocoder-process) must be one of {', '.join(VOCODER_PROCESSES)}, "
+                f"got {self.vocoder_process!r}"
+            )
         if self.vocoder_device not in VOCODER_DEVICES:
-            raise ConfigError(f"vocoder_device (--vocoder-device) must be one of {', '.join(VOCODER_DEVICES)}, "
-                              f"got {self.vocoder_device!r}")
+            raise ConfigError(
+                f"vocoder_device (--vocoder-device) must be one of {', '.join(VOCODER_DEVICES)}, "
+                f"got {self.vocoder_device!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,11 +247,14 @@ class ServerConfig:
         if self.log_level not in LOG_LEVELS:
             raise ConfigError(f"log_level (--log-level) must be one of {', '.join(LOG_LEVELS)}")
         if self.event_loop not in EVENT_LOOPS:
-            raise ConfigError(f"event_loop (--event-loop) must be one of {', '.join(EVENT_LOOPS)}, "
-                              f"got {self.event_loop!r}")
+            raise ConfigError(
+                f"event_loop (--event-loop) must be one of {', '.join(EVENT_LOOPS)}, got {self.event_loop!r}"
+            )
         if self.event_loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
-            raise ConfigError("event_loop (--event-loop) uvloop: uvloop is not installed; pip install uvloop, "
-                              "or pass --event-loop asyncio")
+            raise ConfigError(
+                "event_loop (--event-loop) uvloop: uvloop is not installed; pip install uvloop, "
+                "or pass --event-loop asyncio"
+            )
         if self.graceful_shutdown_s < 0:
             raise ConfigError("graceful_shutdown_s (--graceful-shutdown-timeout) must be >= 0")
         _positive("ws_max_contexts (--ws-max-contexts)", self.ws_max_contexts)
@@ -253,8 +264,9 @@ class ServerConfig:
         _positive("ws_max_wait_ms (--ws-max-wait-ms)", self.ws_max_wait_ms)
         _positive("ws_min_chunk_chars (--ws-min-chunk-chars)", self.ws_min_chunk_chars)
         if self.log_format not in LOG_FORMATS:
-            raise ConfigError(f"log_format (--log-format) must be one of {', '.join(LOG_FORMATS)}, "
-                              f"got {self.log_format!r}")
+            raise ConfigError(
+                f"log_format (--log-format) must be one of {', '.join(LOG_FORMATS)}, got {self.log_format!r}"
+            )
         if not 0 < self.ws_outbox_low_bytes <= self.ws_outbox_high_bytes:
             raise ConfigError("need 0 < ws_outbox_low_bytes <= ws_outbox_high_bytes")
         self._check_exposure_limits()
@@ -266,12 +278,19 @@ class ServerConfig:
         object.__setattr__(self, "cors_origins", origins)
         for origin in origins:
             if origin != "*" and "://" not in origin:
-                raise ConfigError(f"cors_origins (--cors-origins): {origin!r} is not an origin like https://app.example")
+                raise ConfigError(
+                    f"cors_origins (--cors-origins): {origin!r} is not an origin like https://app.example"
+                )
         for name in ("max_waiting", "max_connections"):
             if getattr(self, name) is not None:
                 _positive(f"{name} (--{name.replace('_', '-')})", getattr(self, name))
-        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_timeout_s", "max_header_bytes",
-                     "max_header_count"):
+        for name in (
+            "header_timeout_s",
+            "body_timeout_s",
+            "keep_alive_timeout_s",
+            "max_header_bytes",
+            "max_header_count",
+        ):
             _positive(f"{name} (--{name.replace('_', '-')})", getattr(self, name))
 
     @property

@@ -106,8 +106,10 @@ class RequestTooLarge(InvalidRequest):
 class Unauthorized(InvalidRequest):
     code = "invalid_api_key"
     http_status = 401
-    default_message = ("missing or wrong API key: send Authorization: Bearer KEY (WebSocket: also "
-                       "?api_key=KEY or the subprotocol uttera.api-key.KEY)")
+    default_message = (
+        "missing or wrong API key: send Authorization: Bearer KEY (WebSocket: also "
+        "?api_key=KEY or the subprotocol uttera.api-key.KEY)"
+    )
 
 
 class OriginNotAllowed(InvalidRequest):

@@ -55,8 +55,9 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _frontend_main(config: ServerConfig, index: int, count: int, addresses: dict, sock: socket.socket,
-                   sink_base: str | None) -> None:
+def _frontend_main(
+    config: ServerConfig, index: int, count: int, addresses: dict, sock: socket.socket, sink_base: str | None
+) -> None:
     """One serving process: a Synthesizer that is client `index` of the shared engine, served on `sock`."""
     from .synthesis.mel_engine import EngineClientSlot
     from .logs import setup_logging
@@ -64,8 +65,13 @@ def _frontend_main(config: ServerConfig, index: int, count: int, addresses: dict
     from .synthesis.synthesizer import Synthesizer
 
     setup_logging(config.log_level, config.log_format)
-    synth = Synthesizer(config.model_dir, config.engine, max_input_chars=config.max_input_chars,
-                        client=EngineClientSlot(index, count, addresses), sink_base=sink_base)
+    synth = Synthesizer(
+        config.model_dir,
+        config.engine,
+        max_input_chars=config.max_input_chars,
+        client=EngineClientSlot(index, count, addresses),
+        sink_base=sink_base,
+    )
     log.info("serving process %d of %d (pid %d)", index, count, os.getpid())
     ok = serve(config, synth, sock=sock)
     raise SystemExit(0 if ok else 3)
@@ -116,12 +122,19 @@ def serve_frontends(config: ServerConfig, count: int) -> bool:
     try:
         with launch_core_engines(vllm_config, Executor.get_class(vllm_config), True, listeners.addresses) as launch:
             for i, (inp, out) in enumerate(zip(listeners.inputs, listeners.outputs, strict=True)):
-                addresses = {"input_address": inp.address, "output_address": out.address,
-                             "input_listener": inp.socket, "output_listener": out.socket}
+                addresses = {
+                    "input_address": inp.address,
+                    "output_address": out.address,
+                    "input_listener": inp.socket,
+                    "output_listener": out.socket,
+                }
                 if launch.coordinator is not None:  # data parallel: the engines' load, for balancing
                     addresses["stats_update_address"] = launch.coordinator.get_stats_publish_address()
-                p = spawn.Process(target=_frontend_main, name=f"uttera-frontend-{i}",
-                                  args=(config, i, count, addresses, sock, sink_base))
+                p = spawn.Process(
+                    target=_frontend_main,
+                    name=f"uttera-frontend-{i}",
+                    args=(config, i, count, addresses, sock, sink_base),
+                )
                 p.start()
                 procs.append(p)
                 inp.close()

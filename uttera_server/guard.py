@@ -53,22 +53,35 @@ def middleware(config: ServerConfig, state: AppState) -> list[Middleware]:
     """The exposure middleware for `build_app`, outermost first."""
     stack = []
     if config.cors_origins:
-        stack.append(Middleware(CORSMiddleware, allow_origins=list(config.cors_origins), allow_methods=["GET", "POST"],
-                                allow_headers=["authorization", "content-type", "x-request-id"],
-                                expose_headers=["x-request-id", "x-sample-rate", "x-audio-format",
-                                                "x-audio-channels", "retry-after"]))
+        stack.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(config.cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["authorization", "content-type", "x-request-id"],
+                expose_headers=["x-request-id", "x-sample-rate", "x-audio-format", "x-audio-channels", "retry-after"],
+            )
+        )
     stack.append(Middleware(Guard, state=state))
     return stack
 
 
 class ExposureMetrics:
     def __init__(self, registry):
-        self.refused = Counter("uttera_refused", "Requests refused before an endpoint ran, by reason",
-                               ["reason"], registry=registry)
-        self.shed = Counter("uttera_shed", "Requests refused by admission control (429 / close 1013), "
-                            "before any engine work", ["transport", "bound"], registry=registry)
-        self.client_aborts = Counter("uttera_client_aborts", "Clients that left while their request body "
-                                     "was being read (not server errors)", registry=registry)
+        self.refused = Counter(
+            "uttera_refused", "Requests refused before an endpoint ran, by reason", ["reason"], registry=registry
+        )
+        self.shed = Counter(
+            "uttera_shed",
+            "Requests refused by admission control (429 / close 1013), before any engine work",
+            ["transport", "bound"],
+            registry=registry,
+        )
+        self.client_aborts = Counter(
+            "uttera_client_aborts",
+            "Clients that left while their request body was being read (not server errors)",
+            registry=registry,
+        )
 
 
 class _ClientLeft(Exception):
@@ -83,8 +96,7 @@ class Guard:
         self.config = c
         self.keys = security.ApiKeys(c.api_keys)
         self.open_paths = PUBLIC_PATHS if c.metrics_auth else PUBLIC_PATHS | {"/metrics"}
-        self.admission = Admission(c.max_connections, c.max_waiting,
-                                   lambda: state.synth.engine_stats().num_waiting)
+        self.admission = Admission(c.max_connections, c.max_waiting, lambda: state.synth.engine_stats().num_waiting)
         self.metrics = ExposureMetrics(state.metrics.registry)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -101,8 +113,11 @@ class Guard:
     # --- HTTP ---
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers, path = scope["headers"], scope["path"]
-        if self.keys.enabled and not self._public(path) and not self.keys.accepts(
-                security.bearer_token(security.header(headers, b"authorization"))):
+        if (
+            self.keys.enabled
+            and not self._public(path)
+            and not self.keys.accepts(security.bearer_token(security.header(headers, b"authorization")))
+        ):
             await self._refuse(send, Unauthorized(), "unauthorized", {"www-authenticate": "Bearer"})
             return
         if path in UNMETERED_PATHS:
@@ -131,17 +146,23 @@ class Guard:
 
     async def _shed(self, send: Send, refusal) -> None:
         self.metrics.shed.labels("http", refusal).inc()
-        await self._refuse(send, Overloaded(f"the server is at capacity ({refusal}): retry after "
-                                            f"{Overloaded.retry_after_s} s"), None,
-                           {"retry-after": str(Overloaded.retry_after_s)})
+        await self._refuse(
+            send,
+            Overloaded(f"the server is at capacity ({refusal}): retry after {Overloaded.retry_after_s} s"),
+            None,
+            {"retry-after": str(Overloaded.retry_after_s)},
+        )
 
     async def _body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
         """The whole request body, or None once the request has been answered (or its client left)."""
         headers, limit = scope["headers"], self.config.max_body_bytes
         declared = security.header(headers, b"content-length")
         if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-            await self._refuse(send, RequestTooLarge(f"request body of {declared.strip()} bytes is over the "
-                                                     f"{limit}-byte limit"), "too_large")
+            await self._refuse(
+                send,
+                RequestTooLarge(f"request body of {declared.strip()} bytes is over the {limit}-byte limit"),
+                "too_large",
+            )
             return None
         if not security.is_json(security.header(headers, b"content-type")):
             await self._refuse(send, UnsupportedMediaType(), "media_type")
@@ -152,8 +173,11 @@ class Guard:
             self.metrics.client_aborts.inc()
             log.info("client left while sending its request body (%s %s)", scope["method"], scope["path"])
         except TimeoutError:
-            await self._refuse(send, RequestTimeout(f"the request body did not arrive within "
-                                                    f"{self.config.body_timeout_s:g} s"), "timeout")
+            await self._refuse(
+                send,
+                RequestTimeout(f"the request body did not arrive within {self.config.body_timeout_s:g} s"),
+                "timeout",
+            )
         except RequestTooLarge as e:
             await self._refuse(send, e, "too_large")
         return None
@@ -173,13 +197,17 @@ class Guard:
                 if not message.get("more_body", False):
                     return b"".join(parts)
 
-    async def _refuse(self, send: Send, exc: UtteraError, reason: str | None,
-                      headers: dict[str, str] | None = None) -> None:
+    async def _refuse(
+        self, send: Send, exc: UtteraError, reason: str | None, headers: dict[str, str] | None = None
+    ) -> None:
         if reason is not None:
             self.metrics.refused.labels(reason).inc()
         body = json.dumps(error_payload(exc)).encode()
-        raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-               (b"connection", b"close")]  # an unread body is not worth the connection
+        raw = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]  # an unread body is not worth the connection
         raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
         await send({"type": "http.response.start", "status": exc.http_status, "headers": raw})
         await send({"type": "http.response.body", "body": body})
@@ -187,8 +215,9 @@ class Guard:
     # --- WebSocket ---
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = scope["headers"]
-        if not security.origin_allowed(security.header(headers, b"origin"), self.config.cors_origins,
-                                       security.header(headers, b"host")):
+        if not security.origin_allowed(
+            security.header(headers, b"origin"), self.config.cors_origins, security.header(headers, b"host")
+        ):
             await self._deny_upgrade(scope, send, OriginNotAllowed(), "origin")
             return
         key_protocol = None
@@ -216,8 +245,13 @@ class Guard:
             await send({"type": "websocket.close", "code": 1008})
             return
         body = json.dumps(error_payload(exc)).encode()
-        await send({"type": "websocket.http.response.start", "status": exc.http_status,
-                    "headers": [(b"content-type", b"application/json")]})
+        await send(
+            {
+                "type": "websocket.http.response.start",
+                "status": exc.http_status,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
         await send({"type": "websocket.http.response.body", "body": body})
 
     async def _shed_websocket(self, receive: Receive, send: Send, refusal, key_protocol, headers) -> None:
@@ -241,6 +275,7 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 def _starting(send: Send, ticket: Ticket) -> Send:
     """`send` that tells `ticket` when the response starts (a speech response starts at its first audio)."""
+
     async def wrapped(message: Message) -> None:
         if message["type"] == "http.response.start":
             ticket.started()

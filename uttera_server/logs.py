@@ -50,7 +50,10 @@ transport: contextvars.ContextVar[str | None] = contextvars.ContextVar("transpor
 
 # Attributes every LogRecord has (plus vLLM's record factory's): anything else came from `extra=`.
 _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
-    "message", "asctime", "taskName", "fileinfo",
+    "message",
+    "asctime",
+    "taskName",
+    "fileinfo",
     "color_message",  # uvicorn's ANSI-coloured copy of the message
 }
 
@@ -71,8 +74,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         out = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
@@ -118,10 +120,10 @@ def _route_vllm_logs_to_json() -> None:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": _formatter("json")},
-        "handlers": {"json": {"class": "logging.StreamHandler", "formatter": "json",
-                              "stream": "ext://sys.stderr"}},
-        "loggers": {"vllm": {"handlers": ["json"], "level": os.environ.get("VLLM_LOGGING_LEVEL", "INFO"),
-                             "propagate": False}},
+        "handlers": {"json": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
+        "loggers": {
+            "vllm": {"handlers": ["json"], "level": os.environ.get("VLLM_LOGGING_LEVEL", "INFO"), "propagate": False}
+        },
     }
     fd, path = tempfile.mkstemp(prefix="uttera-vllm-logging-", suffix=".json")
     with os.fdopen(fd, "w") as f:
@@ -141,8 +143,7 @@ def uvicorn_log_config(log_format: str) -> dict:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": _formatter("json")},
-        "handlers": {"json": {"class": "logging.StreamHandler", "formatter": "json",
-                              "stream": "ext://sys.stderr"}},
+        "handlers": {"json": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
         "loggers": {name: {"handlers": ["json"], "level": "INFO", "propagate": False} for name in loggers},
     }
 

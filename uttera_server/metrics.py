@@ -65,16 +65,18 @@ class _EngineQueueCollector(Collector):
                 waiting.add_metric([], stats.num_waiting)
                 running.add_metric([], stats.num_running)
                 kv.add_metric([], stats.kv_cache_usage)
-                finished = CounterMetricFamily("uttera_engine_requests_finished", FINISHED_HELP,
-                                               labels=["reason"])
+                finished = CounterMetricFamily("uttera_engine_requests_finished", FINISHED_HELP, labels=["reason"])
                 for reason, count in sorted(stats.finished.items()):
                     finished.add_metric([reason], count)
                 families = (*families, finished)
-            steps = CounterMetricFamily("uttera_engine_steps", "Engine steps that followed a step with running "
-                                        "requests", value=stats.busy_steps)
-            step_s = CounterMetricFamily("uttera_engine_step_seconds", "Wall time of those steps, as seen by "
-                                         "the server (their mean is the step time under load)",
-                                         value=stats.busy_step_s)
+            steps = CounterMetricFamily(
+                "uttera_engine_steps", "Engine steps that followed a step with running requests", value=stats.busy_steps
+            )
+            step_s = CounterMetricFamily(
+                "uttera_engine_step_seconds",
+                "Wall time of those steps, as seen by the server (their mean is the step time under load)",
+                value=stats.busy_step_s,
+            )
             families = (*families, steps, step_s)
         except Exception:  # engine not started or gone: export the names without samples
             log.debug("engine_stats() failed at scrape time", exc_info=True)
@@ -95,12 +97,24 @@ class _EnginePublisher:
     whole server's (queue gauges: the most recent report any process received; finished: summed)."""
 
     def __init__(self, registry: CollectorRegistry):
-        self.waiting = Gauge("uttera_engine_waiting_requests", "Requests queued in the engine scheduler",
-                             registry=registry, multiprocess_mode="mostrecent")
-        self.running = Gauge("uttera_engine_running_requests", "Requests the engine is decoding",
-                             registry=registry, multiprocess_mode="mostrecent")
-        self.kv = Gauge("uttera_engine_kv_cache_usage", "Fraction of the engine's KV cache blocks in use",
-                        registry=registry, multiprocess_mode="mostrecent")
+        self.waiting = Gauge(
+            "uttera_engine_waiting_requests",
+            "Requests queued in the engine scheduler",
+            registry=registry,
+            multiprocess_mode="mostrecent",
+        )
+        self.running = Gauge(
+            "uttera_engine_running_requests",
+            "Requests the engine is decoding",
+            registry=registry,
+            multiprocess_mode="mostrecent",
+        )
+        self.kv = Gauge(
+            "uttera_engine_kv_cache_usage",
+            "Fraction of the engine's KV cache blocks in use",
+            registry=registry,
+            multiprocess_mode="mostrecent",
+        )
         self.finished = Counter("uttera_engine_requests_finished", FINISHED_HELP, ["reason"], registry=registry)
         self._published: dict[str, int] = {}
         self._last: tuple | None = None
@@ -140,12 +154,18 @@ class _ServerCpuCollector(Collector):
         return iter(())
 
     def collect(self) -> Iterator[Metric]:
-        yield CounterMetricFamily("uttera_server_cpu_seconds", "CPU time of the serving process (not the "
-                                  "engine core)", value=time.process_time())
+        yield CounterMetricFamily(
+            "uttera_server_cpu_seconds",
+            "CPU time of the serving process (not the engine core)",
+            value=time.process_time(),
+        )
         loop = _thread_cpu_s(self._main)
         if loop is not None:
-            yield CounterMetricFamily("uttera_event_loop_cpu_seconds", "CPU time of the serving process's "
-                                      "main thread, which runs the event loop", value=loop)
+            yield CounterMetricFamily(
+                "uttera_event_loop_cpu_seconds",
+                "CPU time of the serving process's main thread, which runs the event loop",
+                value=loop,
+            )
 
 
 class ServerMetrics:
@@ -166,8 +186,9 @@ class ServerMetrics:
             "Synthesis wall time / audio duration, per completed HTTP request or WebSocket segment",
             buckets=RTF_BUCKETS, registry=r,
         )  # fmt: skip
-        self.active_streams = Gauge("uttera_active_streams", "Streams in flight", registry=r,
-                                    multiprocess_mode="livesum")
+        self.active_streams = Gauge(
+            "uttera_active_streams", "Streams in flight", registry=r, multiprocess_mode="livesum"
+        )
         if not self.multiprocess:  # (each process refreshes its own share in `_refresh` instead)
             self.active_streams.set_function(active_streams)
         self.requests = Counter(
@@ -184,10 +205,13 @@ class ServerMetrics:
         self.cancellations = Counter(
             "uttera_cancellations", "WebSocket contexts cancelled by the client (barge-in)", registry=r
         )  # fmt: skip
-        self.ws_connections = Gauge("uttera_ws_connections", "Open WebSocket connections", registry=r,
-                                    multiprocess_mode="livesum")
-        self._process_collectors = (_EngineQueueCollector(engine_stats, shared=self.multiprocess),
-                                    _ServerCpuCollector())
+        self.ws_connections = Gauge(
+            "uttera_ws_connections", "Open WebSocket connections", registry=r, multiprocess_mode="livesum"
+        )
+        self._process_collectors = (
+            _EngineQueueCollector(engine_stats, shared=self.multiprocess),
+            _ServerCpuCollector(),
+        )
         if self.multiprocess:
             publisher = _EnginePublisher(r)
             stats = engine_stats()

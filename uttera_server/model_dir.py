@@ -97,6 +97,8 @@ def _check_phoneme_table(path: Path) -> None:
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise ModelDirectoryError(f"{file} is not a phoneme table: {e}") from None
     if table != en_us():
-        raise ModelDirectoryError(f"{file}: the voice was trained on a phoneme table other than the server's "
-                                  "frontend (uttera_server/frontend/phonemes_en_us.json); serve it with the "
-                                  "frontend it was trained with")
+        raise ModelDirectoryError(
+            f"{file}: the voice was trained on a phoneme table other than the server's "
+            "frontend (uttera_server/frontend/phonemes_en_us.json); serve it with the "
+            "frontend it was trained with"
+        )

@@ -71,7 +71,7 @@ def websocket_credential(headers: list[tuple[bytes, bytes]], query_string: bytes
         return token, None
     for protocol in offered_subprotocols(headers):
         if protocol.startswith(KEY_SUBPROTOCOL_PREFIX):
-            return protocol[len(KEY_SUBPROTOCOL_PREFIX):], protocol
+            return protocol[len(KEY_SUBPROTOCOL_PREFIX) :], protocol
     for name, value in parse_qsl(query_string.decode("latin-1")):
         if name == "api_key":
             return value, None

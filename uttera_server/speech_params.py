@@ -74,8 +74,14 @@ class SpeechParams:
 
 
 _ABSENT = object()
-_JSON_TYPES = {str: "a string", int: "a number", float: "a number", bool: "a boolean", dict: "an object",
-               list: "an array"}
+_JSON_TYPES = {
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    dict: "an object",
+    list: "an array",
+}
 
 
 def _is_str(value: object) -> bool:
@@ -145,8 +151,7 @@ def check_voice(voice: str, voices: frozenset[str]) -> None:
 def parse_format(value: str, param: str = "response_format") -> AudioFormat:
     """`value` as an `AudioFormat`, or `UnsupportedFormat` naming the supported ones."""
     if value not in _FORMATS:
-        raise UnsupportedFormat(f"{param} {value!r} is not supported; supported now: {SUPPORTED_FORMATS}",
-                                param=param)
+        raise UnsupportedFormat(f"{param} {value!r} is not supported; supported now: {SUPPORTED_FORMATS}", param=param)
     return AudioFormat(value)
 
 
@@ -172,8 +177,9 @@ def parse_speech_query(query: Mapping[str, str], catalog: Catalog) -> SpeechPara
         try:
             obj["speed"] = float(query["speed"])
         except ValueError:
-            raise InvalidType(f"the query parameter 'speed' must be a number, got {query['speed']!r}",
-                              param="speed") from None
+            raise InvalidType(
+                f"the query parameter 'speed' must be a number, got {query['speed']!r}", param="speed"
+            ) from None
     return speech_params_of(obj, catalog)
 
 
@@ -199,5 +205,6 @@ def speech_params_of(obj: dict, catalog: Catalog) -> SpeechParams:
             param="stream_format",
         )
     check_speed(speed)
-    return SpeechParams(text=text, voice=voice, speed=speed, response_format=AudioFormat(fmt),
-                        stream_format=StreamFormat(stream_format))
+    return SpeechParams(
+        text=text, voice=voice, speed=speed, response_format=AudioFormat(fmt), stream_format=StreamFormat(stream_format)
+    )

@@ -104,9 +104,16 @@ def make_tiny_model(out: str | Path, *, seed: int = 0, hidden: int = 64, layers:
     cfg = acoustic_config(hidden, layers, heads)
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     save_file(random_weights(cfg, seed), str(out / "model.safetensors"))
-    vcfg = VocoderConfig(sample_rate=cfg["sample_rate"], hop_length=cfg["hop_length"], n_fft=cfg["n_fft"],
-                         win_length=cfg["win_length"], n_mels=cfg["n_mels"], dim=64, intermediate_dim=128,
-                         num_layers=2)
+    vcfg = VocoderConfig(
+        sample_rate=cfg["sample_rate"],
+        hop_length=cfg["hop_length"],
+        n_fft=cfg["n_fft"],
+        win_length=cfg["win_length"],
+        n_mels=cfg["n_mels"],
+        dim=64,
+        intermediate_dim=128,
+        num_layers=2,
+    )
     Vocoder.random(vcfg, seed=seed).save(out / "vocoder")
     return out
 

@@ -71,44 +71,73 @@ class VocoderConfig:
             if not ok:
                 raise VocoderConfigError(f"invalid vocoder config: {msg}")
 
-        for name in ("sample_rate", "hop_length", "n_fft", "win_length", "n_mels", "dim",
-                     "intermediate_dim", "num_layers", "kernel_size"):
+        for name in (
+            "sample_rate",
+            "hop_length",
+            "n_fft",
+            "win_length",
+            "n_mels",
+            "dim",
+            "intermediate_dim",
+            "num_layers",
+            "kernel_size",
+        ):
             value = getattr(self, name)
-            need(isinstance(value, int) and not isinstance(value, bool) and value > 0,
-                 f"{name} must be a positive int, got {value!r}")
+            need(
+                isinstance(value, int) and not isinstance(value, bool) and value > 0,
+                f"{name} must be a positive int, got {value!r}",
+            )
         for name in ("f_min", "f_max", "log_clamp", "mag_clip"):
             value = getattr(self, name)
-            need(isinstance(value, (int, float)) and not isinstance(value, bool),
-                 f"{name} must be a number, got {value!r}")
-        need(isinstance(self.lookahead, int) and 0 <= self.lookahead <= MAX_LOOKAHEAD,
-             f"lookahead must be an int in [0, {MAX_LOOKAHEAD}] frames, got {self.lookahead!r}")
-        need(self.lookahead < self.kernel_size,
-             f"lookahead ({self.lookahead}) must be smaller than kernel_size ({self.kernel_size})")
-        need(self.win_length <= self.n_fft,
-             f"win_length ({self.win_length}) must be <= n_fft ({self.n_fft})")
-        need(self.win_length > self.hop_length,
-             f"win_length ({self.win_length}) must exceed hop_length ({self.hop_length}) "
-             "so overlapping windows cover every sample")
-        need((self.n_fft - self.hop_length) % 2 == 0,
-             f"n_fft - hop_length must be even (got {self.n_fft} - {self.hop_length}); "
-             "it is split equally as left/right padding")
-        need((self.n_fft - self.win_length) % 2 == 0,
-             f"n_fft - win_length must be even (got {self.n_fft} - {self.win_length})")
+            need(
+                isinstance(value, (int, float)) and not isinstance(value, bool),
+                f"{name} must be a number, got {value!r}",
+            )
+        need(
+            isinstance(self.lookahead, int) and 0 <= self.lookahead <= MAX_LOOKAHEAD,
+            f"lookahead must be an int in [0, {MAX_LOOKAHEAD}] frames, got {self.lookahead!r}",
+        )
+        need(
+            self.lookahead < self.kernel_size,
+            f"lookahead ({self.lookahead}) must be smaller than kernel_size ({self.kernel_size})",
+        )
+        need(self.win_length <= self.n_fft, f"win_length ({self.win_length}) must be <= n_fft ({self.n_fft})")
+        need(
+            self.win_length > self.hop_length,
+            f"win_length ({self.win_length}) must exceed hop_length ({self.hop_length}) "
+            "so overlapping windows cover every sample",
+        )
+        need(
+            (self.n_fft - self.hop_length) % 2 == 0,
+            f"n_fft - hop_length must be even (got {self.n_fft} - {self.hop_length}); "
+            "it is split equally as left/right padding",
+        )
+        need(
+            (self.n_fft - self.win_length) % 2 == 0,
+            f"n_fft - win_length must be even (got {self.n_fft} - {self.win_length})",
+        )
         nyquist = self.sample_rate / 2
-        need(0.0 <= self.f_min < self.f_max <= nyquist,
-             f"need 0 <= f_min < f_max <= sample_rate/2 = {nyquist}, "
-             f"got f_min={self.f_min}, f_max={self.f_max}")
-        need(self.mel_scale in ("slaney", "htk"),
-             f"mel_scale must be 'slaney' or 'htk', got {self.mel_scale!r}")
-        need(self.mel_norm in ("slaney", None),
-             f"mel_norm must be 'slaney' or null, got {self.mel_norm!r}")
+        need(
+            0.0 <= self.f_min < self.f_max <= nyquist,
+            f"need 0 <= f_min < f_max <= sample_rate/2 = {nyquist}, got f_min={self.f_min}, f_max={self.f_max}",
+        )
+        need(self.mel_scale in ("slaney", "htk"), f"mel_scale must be 'slaney' or 'htk', got {self.mel_scale!r}")
+        need(self.mel_norm in ("slaney", None), f"mel_norm must be 'slaney' or null, got {self.mel_norm!r}")
         need(0.0 < self.log_clamp < 1.0, f"log_clamp must be in (0, 1), got {self.log_clamp}")
-        need(self.layer_scale_init is None or self.layer_scale_init > 0,
-             f"layer_scale_init must be positive or null, got {self.layer_scale_init}")
-        need(self.mag_clip > 0 and math.isfinite(self.mag_clip),
-             f"mag_clip must be a positive finite float, got {self.mag_clip}")
-        need(isinstance(self.output_gain, (int, float)) and not isinstance(self.output_gain, bool)
-             and 0.0 < self.output_gain <= 4.0, f"output_gain must be in (0, 4], got {self.output_gain!r}")
+        need(
+            self.layer_scale_init is None or self.layer_scale_init > 0,
+            f"layer_scale_init must be positive or null, got {self.layer_scale_init}",
+        )
+        need(
+            self.mag_clip > 0 and math.isfinite(self.mag_clip),
+            f"mag_clip must be a positive finite float, got {self.mag_clip}",
+        )
+        need(
+            isinstance(self.output_gain, (int, float))
+            and not isinstance(self.output_gain, bool)
+            and 0.0 < self.output_gain <= 4.0,
+            f"output_gain must be in (0, 4], got {self.output_gain!r}",
+        )
         self.f_min = float(self.f_min)
         self.f_max = float(self.f_max)
 
@@ -137,8 +166,7 @@ class VocoderConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise VocoderConfigError(
-                f"unknown vocoder config keys {unknown}; known keys are {sorted(known)}")
+            raise VocoderConfigError(f"unknown vocoder config keys {unknown}; known keys are {sorted(known)}")
         return cls(**data)
 
     @classmethod
@@ -170,9 +198,13 @@ class VocoderConfig:
 
         `acoustic` is the acoustic model's config.json as a dict; keys it lacks are not checked.
         """
-        diffs = [f"{k}: acoustic model {acoustic[k]!r} != vocoder {getattr(self, k)!r}"
-                 for k in ANALYSIS_KEYS if k in acoustic and acoustic[k] != getattr(self, k)]
+        diffs = [
+            f"{k}: acoustic model {acoustic[k]!r} != vocoder {getattr(self, k)!r}"
+            for k in ANALYSIS_KEYS
+            if k in acoustic and acoustic[k] != getattr(self, k)
+        ]
         if diffs:
             raise VocoderConfigError(
                 "vocoder and acoustic model disagree on the mel analysis (retrain or pick the "
-                "matching vocoder): " + "; ".join(diffs))
+                "matching vocoder): " + "; ".join(diffs)
+            )

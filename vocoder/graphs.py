@@ -36,8 +36,19 @@ and writing the streams' state slots (`StreamingVocoder._pass`)."""
 class Bucket:
     """Static buffers of `rows` x `frames` and, when captured, the graph of one pass over them."""
 
-    def __init__(self, run_pass: RunPass, rows: int, frames: int, n_mels: int, *, device: torch.device,
-                 scratch: int, generation: int, stream: torch.cuda.Stream | None = None, pool=None):
+    def __init__(
+        self,
+        run_pass: RunPass,
+        rows: int,
+        frames: int,
+        n_mels: int,
+        *,
+        device: torch.device,
+        scratch: int,
+        generation: int,
+        stream: torch.cuda.Stream | None = None,
+        pool=None,
+    ):
         self.run_pass, self.rows, self.frames, self.scratch = run_pass, rows, frames, scratch
         self.generation = generation
         self.mel = torch.zeros(rows, n_mels, frames, dtype=torch.float32, device=device)
@@ -81,8 +92,17 @@ class PassGraphs:
     """The buckets of one streaming vocoder, made on first use. `generation()` is the state pool's
     allocation count: a bucket made under an older one is stale."""
 
-    def __init__(self, run_pass: RunPass, n_mels: int, *, device: torch.device, scratch: int,
-                 generation: Callable[[], int], max_frames: int, stream: torch.cuda.Stream | None):
+    def __init__(
+        self,
+        run_pass: RunPass,
+        n_mels: int,
+        *,
+        device: torch.device,
+        scratch: int,
+        generation: Callable[[], int],
+        max_frames: int,
+        stream: torch.cuda.Stream | None,
+    ):
         self.run_pass, self.n_mels, self.device, self.scratch = run_pass, n_mels, device, scratch
         self.generation, self.max_frames, self.stream = generation, max_frames, stream
         self.pool = torch.cuda.graph_pool_handle() if stream is not None else None
@@ -101,8 +121,16 @@ class PassGraphs:
         if bucket is None or bucket.generation != self.generation():
             if bucket is not None:  # the pool grew: every graph points at its old tensors
                 self.buckets.clear()
-            bucket = Bucket(self.run_pass, *key, self.n_mels, device=self.device, scratch=self.scratch,
-                            generation=self.generation(), stream=self.stream, pool=self.pool)
+            bucket = Bucket(
+                self.run_pass,
+                *key,
+                self.n_mels,
+                device=self.device,
+                scratch=self.scratch,
+                generation=self.generation(),
+                stream=self.stream,
+                pool=self.pool,
+            )
             self.buckets[key] = bucket
         return bucket
 

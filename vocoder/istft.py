@@ -31,8 +31,7 @@ class ISTFTHead(nn.Module):
     wrapping issue).
     """
 
-    def __init__(self, dim: int, n_fft: int, hop_length: int, win_length: int, mag_clip: float,
-                 gain: float = 1.0):
+    def __init__(self, dim: int, n_fft: int, hop_length: int, win_length: int, mag_clip: float, gain: float = 1.0):
         super().__init__()
         self.n_fft, self.hop_length, self.mag_clip, self.gain = n_fft, hop_length, mag_clip, gain
         self.pad = (n_fft - hop_length) // 2
@@ -54,8 +53,9 @@ class ISTFTHead(nn.Module):
     def _fold(self, frames: Tensor, n: int) -> Tensor:
         b = frames.shape[0]
         length = (n - 1) * self.hop_length + self.n_fft
-        out = nn.functional.fold(frames, output_size=(1, length), kernel_size=(1, self.n_fft),
-                                 stride=(1, self.hop_length))
+        out = nn.functional.fold(
+            frames, output_size=(1, length), kernel_size=(1, self.n_fft), stride=(1, self.hop_length)
+        )
         return out.view(b, -1, length)
 
     def overlap_add(self, frames: Tensor) -> Tensor:
@@ -69,8 +69,7 @@ class ISTFTHead(nn.Module):
     def forward(self, h: Tensor) -> Tensor:
         return self.overlap_add(self.frames(h))
 
-    def overlap_add_step(self, frames: Tensor, valid: Tensor, tail: Tensor,
-                         lengths: Tensor) -> tuple[Tensor, Tensor]:
+    def overlap_add_step(self, frames: Tensor, valid: Tensor, tail: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """Streaming overlap-add of one chunk.
 
         Args:

@@ -35,8 +35,7 @@ class CausalConv1d(nn.Conv1d):
     `(B, C_in, T) -> (B, C_out, T)`; `groups=C` gives the depthwise conv of a ConvNeXt block.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int,
-                 lookahead: int = 0, groups: int = 1):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, lookahead: int = 0, groups: int = 1):
         super().__init__(in_channels, out_channels, kernel_size, groups=groups)
         if not 0 <= lookahead < kernel_size:
             raise ValueError(f"lookahead must be in [0, {kernel_size}), got {lookahead}")

@@ -49,8 +49,15 @@ def mel_to_hz(mels: np.ndarray, scale: str) -> np.ndarray:
     return freqs
 
 
-def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int, f_min: float, f_max: float,
-                   scale: str = "slaney", norm: str | None = "slaney") -> np.ndarray:
+def mel_filterbank(
+    sample_rate: int,
+    n_fft: int,
+    n_mels: int,
+    f_min: float,
+    f_max: float,
+    scale: str = "slaney",
+    norm: str | None = "slaney",
+) -> np.ndarray:
     """Triangular mel filterbank, `(n_mels, n_fft // 2 + 1)` float64, to multiply linear magnitudes.
 
     Same construction as librosa's `filters.mel`: triangles with corners at `n_mels + 2` points
@@ -58,8 +65,9 @@ def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int, f_min: float, f_ma
     its width in Hz / 2 so every filter has unit area.
     """
     fft_freqs = np.linspace(0.0, sample_rate / 2, n_fft // 2 + 1)
-    corners = mel_to_hz(np.linspace(hz_to_mel(np.array([f_min]), scale)[0],
-                                    hz_to_mel(np.array([f_max]), scale)[0], n_mels + 2), scale)
+    corners = mel_to_hz(
+        np.linspace(hz_to_mel(np.array([f_min]), scale)[0], hz_to_mel(np.array([f_max]), scale)[0], n_mels + 2), scale
+    )
     widths = np.diff(corners)
     ramps = corners[:, None] - fft_freqs[None, :]
     lower = -ramps[:-2] / widths[:-1, None]
@@ -87,21 +95,27 @@ class MelSpectrogram(nn.Module):
     def __init__(self, config: VocoderConfig):
         super().__init__()
         self.config = config
-        fb = mel_filterbank(config.sample_rate, config.n_fft, config.n_mels, config.f_min,
-                            config.f_max, config.mel_scale, config.mel_norm)
+        fb = mel_filterbank(
+            config.sample_rate,
+            config.n_fft,
+            config.n_mels,
+            config.f_min,
+            config.f_max,
+            config.mel_scale,
+            config.mel_norm,
+        )
         self.register_buffer("filterbank", torch.from_numpy(fb).float(), persistent=False)
-        self.register_buffer("window", hann_window(config.win_length, config.n_fft),
-                             persistent=False)
+        self.register_buffer("window", hann_window(config.win_length, config.n_fft), persistent=False)
 
     def magnitude(self, wav: Tensor) -> Tensor:
         """Linear STFT magnitude `(B, n_fft // 2 + 1, samples // hop)` with the framing above."""
         c = self.config
         if wav.shape[-1] <= c.pad:
-            raise ValueError(f"need more than {c.pad} samples for the mel analysis, "
-                             f"got {wav.shape[-1]}")
+            raise ValueError(f"need more than {c.pad} samples for the mel analysis, got {wav.shape[-1]}")
         padded = nn.functional.pad(wav.unsqueeze(1), (c.pad, c.pad), mode="reflect").squeeze(1)
-        spec = torch.stft(padded, c.n_fft, hop_length=c.hop_length, window=self.window,
-                          center=False, return_complex=True)
+        spec = torch.stft(
+            padded, c.n_fft, hop_length=c.hop_length, window=self.window, center=False, return_complex=True
+        )
         return spec.abs()
 
     def forward(self, wav: Tensor) -> Tensor:

@@ -34,8 +34,8 @@ class Vocoder(nn.Module):
         self.embed = CausalConv1d(c.n_mels, c.dim, c.kernel_size, lookahead=c.lookahead)
         self.norm = nn.LayerNorm(c.dim, eps=1e-6)
         self.blocks = nn.ModuleList(
-            ConvNeXtBlock(c.dim, c.intermediate_dim, c.kernel_size, layer_scale)
-            for _ in range(c.num_layers))
+            ConvNeXtBlock(c.dim, c.intermediate_dim, c.kernel_size, layer_scale) for _ in range(c.num_layers)
+        )
         self.final_norm = nn.LayerNorm(c.dim, eps=1e-6)
         self.head = ISTFTHead(c.dim, c.n_fft, c.hop_length, c.win_length, c.mag_clip, c.output_gain)
         self.apply(self._init_weights)
@@ -58,8 +58,7 @@ class Vocoder(nn.Module):
     def forward(self, mel: Tensor) -> Tensor:
         """`(B, n_mels, T)` natural-log mel -> `(B, T * hop_length)` float32 waveform."""
         if mel.dim() != 3 or mel.shape[1] != self.config.n_mels:
-            raise ValueError(f"expected mel of shape (B, {self.config.n_mels}, T), "
-                             f"got {tuple(mel.shape)}")
+            raise ValueError(f"expected mel of shape (B, {self.config.n_mels}, T), got {tuple(mel.shape)}")
         if mel.shape[-1] == 0:
             return mel.new_zeros(mel.shape[0], 0, dtype=torch.float32)
         return self.head(self.hidden(mel))
@@ -71,8 +70,9 @@ class Vocoder(nn.Module):
         shapes += [(self.config.dim, block.dwconv.context) for block in self.blocks]
         return shapes
 
-    def stream_frames(self, mel: Tensor, caches: list[Tensor], lengths: Tensor,
-                      valid: Tensor) -> tuple[Tensor, list[Tensor]]:
+    def stream_frames(
+        self, mel: Tensor, caches: list[Tensor], lengths: Tensor, valid: Tensor
+    ) -> tuple[Tensor, list[Tensor]]:
         """One chunk of several streams through the backbone and head, up to (excluding) overlap-add.
 
         Args:
@@ -113,8 +113,9 @@ class Vocoder(nn.Module):
         return model.eval()
 
     @classmethod
-    def from_dir(cls, path: str | Path, device: str | torch.device = "cpu",
-                 dtype: torch.dtype | None = None) -> Vocoder:
+    def from_dir(
+        cls, path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
+    ) -> Vocoder:
         """Load `path/config.json` + `path/model.safetensors`; eval mode on `device`."""
         path = Path(path)
         config = VocoderConfig.load(path / CONFIG_NAME)
@@ -126,12 +127,16 @@ class Vocoder(nn.Module):
         expected = model.state_dict()
         missing = sorted(set(expected) - set(state))
         unexpected = sorted(set(state) - set(expected))
-        wrong = [f"{k} {tuple(v.shape)} != {tuple(expected[k].shape)}"
-                 for k, v in state.items() if k in expected and v.shape != expected[k].shape]
+        wrong = [
+            f"{k} {tuple(v.shape)} != {tuple(expected[k].shape)}"
+            for k, v in state.items()
+            if k in expected and v.shape != expected[k].shape
+        ]
         if missing or unexpected or wrong:
             raise VocoderCheckpointError(
                 f"{weights} does not match {path / CONFIG_NAME}: missing {missing}, "
-                f"unexpected {unexpected}, wrong shapes {wrong}")
+                f"unexpected {unexpected}, wrong shapes {wrong}"
+            )
         model.load_state_dict(state)
         return model.to(device=device, dtype=dtype).eval()
 
@@ -139,8 +144,7 @@ class Vocoder(nn.Module):
         """Write `config.json` and `model.safetensors` (float32) into `directory`; returns it."""
         directory = Path(directory)
         self.config.save(directory)
-        state = {k: v.detach().to("cpu", torch.float32).contiguous()
-                 for k, v in self.state_dict().items()}
+        state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in self.state_dict().items()}
         save_file(state, str(directory / WEIGHTS_NAME), metadata={"format": "pt"})
         return directory
 

@@ -17,8 +17,15 @@ from torch import Tensor
 
 
 class StatePool:
-    def __init__(self, cache_shapes: list[tuple[int, int]], overlap: int, *,
-                 device: torch.device, dtype: torch.dtype, capacity: int = 8):
+    def __init__(
+        self,
+        cache_shapes: list[tuple[int, int]],
+        overlap: int,
+        *,
+        device: torch.device,
+        dtype: torch.dtype,
+        capacity: int = 8,
+    ):
         self._cache_shapes = cache_shapes
         self._overlap = overlap
         self._device, self._dtype = device, dtype
@@ -45,8 +52,7 @@ class StatePool:
             return new
 
         olds = self.caches or [None] * len(self._cache_shapes)
-        self.caches = [grown(old, shape, self._dtype)
-                       for old, shape in zip(olds, self._cache_shapes)]
+        self.caches = [grown(old, shape, self._dtype) for old, shape in zip(olds, self._cache_shapes)]
         self.tail = grown(self.tail if self._capacity else None, (2, self._overlap), torch.float32)
         # Pop from the end: lowest free slot first.
         self._free = sorted(set(self._free) | set(range(self._capacity, capacity)), reverse=True)

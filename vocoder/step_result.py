@@ -19,9 +19,13 @@ class StepResult:
 
     __slots__ = ("ids", "event", "_audio", "_spans", "_result")
 
-    def __init__(self, ids: list[Hashable], audio: Tensor | None = None,
-                 spans: dict[Hashable, tuple[int, int, int]] | None = None,
-                 event: torch.cuda.Event | None = None):
+    def __init__(
+        self,
+        ids: list[Hashable],
+        audio: Tensor | None = None,
+        spans: dict[Hashable, tuple[int, int, int]] | None = None,
+        event: torch.cuda.Event | None = None,
+    ):
         self.ids = ids
         self.event = event
         self._audio = audio
@@ -40,8 +44,9 @@ class StepResult:
             result = {}
             for sid in self.ids:
                 row, lo, hi = self._spans.get(sid, (0, 0, 0))
-                result[sid] = (audio[row, lo:hi].astype(np.float32, copy=True) if hi > lo
-                               else np.zeros(0, dtype=np.float32))
+                result[sid] = (
+                    audio[row, lo:hi].astype(np.float32, copy=True) if hi > lo else np.zeros(0, dtype=np.float32)
+                )
             self._result = result
             self._audio = None  # let pinned host memory go back to the allocator
         return self._result

@@ -65,5 +65,5 @@ def test_torch_tts_matches_the_reference_forward(tiny_model_dir):
     assert pointers[0] == 0 and pointers[-1] == len(ids) - 1
     assert all(0 <= b - a <= tts.max_advance for a, b in zip(pointers, pointers[1:]))
     tokens = ids + [tts.offset + p for p in pointers]
-    want = ReferenceModel(tiny_model_dir).mel(tokens)[len(ids):].reshape(-1, mel.shape[1])
+    want = ReferenceModel(tiny_model_dir).mel(tokens)[len(ids) :].reshape(-1, mel.shape[1])
     torch.testing.assert_close(mel, want, atol=1e-4, rtol=1e-4)

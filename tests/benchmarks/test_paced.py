@@ -32,8 +32,9 @@ def test_peak_in_flight_counts_overlapping_streams():
 
 @pytest.mark.parametrize(("transport", "processes"), [("http", 1), ("ws", 2)])
 async def test_a_paced_level_against_the_real_server(server, transport, processes):
-    records, wall, info = await paced_level(server.url, transport, 2, ramp_s=0.5, seed=3, min_chars=60,
-                                            timeout_s=timeout(60), processes=processes)
+    records, wall, info = await paced_level(
+        server.url, transport, 2, ramp_s=0.5, seed=3, min_chars=60, timeout_s=timeout(60), processes=processes
+    )
     assert len(records) == 2 and all(r.ok for r in records), [r.error for r in records]
     sends = sorted(r.t_send for r in records)
     assert sends[1] - sends[0] < 0.5 + timeout(1)  # the second client starts 0.5 s after the first's start time

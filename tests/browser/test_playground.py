@@ -10,17 +10,28 @@ import pytest
 from _server_process import timeout
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it (see the Makefile)
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--autoplay-policy=no-user-gesture-required"]
-LONG_TEXT = ("This sentence is long enough to keep the audio playing for a while, so that stopping it "
-             "is something we can observe. ") * 3
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--autoplay-policy=no-user-gesture-required",
+]
+LONG_TEXT = (
+    "This sentence is long enough to keep the audio playing for a while, so that stopping it "
+    "is something we can observe. "
+) * 3
 
 
 @pytest.fixture(scope="module")
 async def browser(tmp_path_factory):
     async with playwright_api.async_playwright() as p:
         context = await p.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True, args=ARGS)
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True, args=ARGS
+        )
         yield context
         await context.close()
 
@@ -33,8 +44,7 @@ async def page(browser, base_url):
     page.on("console", lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
     await page.goto(base_url + "/")
-    await page.wait_for_function("document.querySelectorAll('#format option').length > 1",
-                                 timeout=timeout(15) * 1000)
+    await page.wait_for_function("document.querySelectorAll('#format option').length > 1", timeout=timeout(15) * 1000)
     yield page
     await page.close()
     assert errors == []

@@ -95,8 +95,11 @@ def write_config(nginx_bin: str, prefix: Path, backends: list[str], port: int) -
 def start_nginx(nginx_bin: str, prefix: Path, backends: list[str]) -> Nginx:
     port = free_port()
     main = write_config(nginx_bin, prefix, backends, port)
-    proc = subprocess.Popen([nginx_bin, "-p", str(prefix), "-c", str(main)], stdout=subprocess.DEVNULL,
-                            stderr=open(prefix / "stderr.log", "wb"))
+    proc = subprocess.Popen(
+        [nginx_bin, "-p", str(prefix), "-c", str(main)],
+        stdout=subprocess.DEVNULL,
+        stderr=open(prefix / "stderr.log", "wb"),
+    )
     server = Nginx(f"http://127.0.0.1:{port}", proc, prefix)
     deadline = time.monotonic() + timeout(20)
     while True:

@@ -14,13 +14,34 @@ from pathlib import Path
 
 import pytest
 
-from _server_process import (REPO, STARTUP_TIMEOUT_S, ServerProcess, free_port, get_health, subprocess_env, timeout,
-                             uttera_command)
+from _server_process import (
+    REPO,
+    STARTUP_TIMEOUT_S,
+    ServerProcess,
+    free_port,
+    get_health,
+    subprocess_env,
+    timeout,
+    uttera_command,
+)
 
 # Small enough that three replicas and their engine processes fit on the CI machine beside the other tests.
-REPLICA_ARGS = ("--max-num-seqs", "4", "--kv-cache-memory-bytes", str(64 << 20), "--max-input-chars", "1000",
-                "--log-format", "json", "--log-level", "info", "--graceful-shutdown-timeout", "5",
-                "--max-lead-s", "1.0")  # streams paced to playback, so they last about their audio's length
+REPLICA_ARGS = (
+    "--max-num-seqs",
+    "4",
+    "--kv-cache-memory-bytes",
+    str(64 << 20),
+    "--max-input-chars",
+    "1000",
+    "--log-format",
+    "json",
+    "--log-level",
+    "info",
+    "--graceful-shutdown-timeout",
+    "5",
+    "--max-lead-s",
+    "1.0",
+)  # streams paced to playback, so they last about their audio's length
 # Three engines on two cores: no OpenMP pinning (every engine would pin core 0), one thread each.
 REPLICA_ENV = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1"}
 
@@ -61,8 +82,9 @@ def start_replicas(model_dir: Path, log_dir: Path, n: int, extra_args: tuple[str
     for i in range(n):
         port = free_port()
         err, out = log_dir / f"replica-{i}.stderr", log_dir / f"replica-{i}.stdout"
-        command = uttera_command("serve", "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
-                                 *REPLICA_ARGS, *extra_args)
+        command = uttera_command(
+            "serve", "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(port), *REPLICA_ARGS, *extra_args
+        )
         with open(err, "wb") as e, open(out, "wb") as o:
             proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=o, stderr=e, start_new_session=True)
         replicas.append(Replica(f"http://127.0.0.1:{port}", proc, err, port=port, out_path=out))

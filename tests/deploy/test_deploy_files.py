@@ -39,8 +39,9 @@ def exported_metric_names() -> set[str]:
 
     from uttera_server.metrics import ServerMetrics
 
-    stats = SimpleNamespace(num_waiting=0, num_running=0, kv_cache_usage=0.0, finished={"stop": 1}, busy_steps=0,
-                            busy_step_s=0.0)
+    stats = SimpleNamespace(
+        num_waiting=0, num_running=0, kv_cache_usage=0.0, finished={"stop": 1}, busy_steps=0, busy_step_s=0.0
+    )
     metrics = ServerMetrics(lambda: stats, lambda: 0)
     try:
         from uttera_server.guard import ExposureMetrics  # admission control's counters, when present
@@ -90,8 +91,12 @@ def by_kind(docs: list[dict]) -> dict[str, dict]:
 
 
 def test_every_yaml_and_json_file_parses():
-    files = [p for p in DEPLOY.rglob("*") if p.suffix in (".yaml", ".yml", ".json")
-             and "templates" not in p.relative_to(CHART if CHART in p.parents else DEPLOY).parts]
+    files = [
+        p
+        for p in DEPLOY.rglob("*")
+        if p.suffix in (".yaml", ".yml", ".json")
+        and "templates" not in p.relative_to(CHART if CHART in p.parents else DEPLOY).parts
+    ]
     assert len(files) >= 8, files
     for p in files:
         if p.suffix == ".json":
@@ -103,8 +108,7 @@ def test_every_yaml_and_json_file_parses():
 @pytest.mark.parametrize("name", DOCKERFILES)
 def test_dockerfile(name):
     path = DEPLOY / name
-    lint = subprocess.run([str(Path(sys.executable).parent / "hadolint"), str(path)], capture_output=True,
-                          text=True)
+    lint = subprocess.run([str(Path(sys.executable).parent / "hadolint"), str(path)], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     text = path.read_text()
     assert len(re.findall(r"^FROM ", text, re.M)) >= 2, "multi-stage"
@@ -146,8 +150,14 @@ def test_compose():
 def test_nginx_template_passes_nginx_t(tmp_path):
     write_config(debian_binary("nginx", "nginx"), tmp_path, ["127.0.0.1:8001", "127.0.0.1:8002"], free_port())
     site = (tmp_path / "conf.d" / "uttera.conf").read_text()
-    for setting in ("least_conn;", "proxy_buffering off;", "proxy_set_header Upgrade $http_upgrade;",
-                    "proxy_read_timeout 1h;", "max_fails=1", "proxy_next_upstream error"):
+    for setting in (
+        "least_conn;",
+        "proxy_buffering off;",
+        "proxy_set_header Upgrade $http_upgrade;",
+        "proxy_read_timeout 1h;",
+        "max_fails=1",
+        "proxy_next_upstream error",
+    ):
         assert setting in site
 
 
@@ -167,16 +177,28 @@ def test_prometheus_config_and_rules(tmp_path):
 def test_dashboard_promql_parses(tmp_path):
     """Grafana's variables replaced by what they expand to, each panel query becomes a recording rule that
     promtool parses."""
-    rules = [{"record": f"dashboard:panel_{i}", "expr": e.replace("$__rate_interval", "1m").replace("$instance", ".*")}
-             for i, e in enumerate(dashboard_exprs())]
+    rules = [
+        {"record": f"dashboard:panel_{i}", "expr": e.replace("$__rate_interval", "1m").replace("$instance", ".*")}
+        for i, e in enumerate(dashboard_exprs())
+    ]
     path = tmp_path / "dashboard_rules.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
-    check = subprocess.run([debian_binary("promtool", "prometheus"), "check", "rules", str(path)],
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        [debian_binary("promtool", "prometheus"), "check", "rules", str(path)], capture_output=True, text=True
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     titles = " ".join(p["title"] for p in json.loads(DASHBOARD.read_text())["panels"]).lower()
-    for topic in ("first audio p50", "first audio p99", "real-time factor", "underruns", "active streams",
-                  "engine queue", "kv cache", "requests by status", "shed"):
+    for topic in (
+        "first audio p50",
+        "first audio p99",
+        "real-time factor",
+        "underruns",
+        "active streams",
+        "engine queue",
+        "kv cache",
+        "requests by status",
+        "shed",
+    ):
         assert topic in titles, topic
 
 
@@ -205,8 +227,16 @@ def test_helm_chart_renders_and_validates(variant):
             continue  # Prometheus Operator CRDs: checked below
         kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
     kinds = by_kind(docs)
-    assert {"Deployment", "Service", "PodDisruptionBudget", "Ingress", "HorizontalPodAutoscaler",
-            "ServiceMonitor", "PrometheusRule", "ConfigMap"} <= kinds.keys()
+    assert {
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "Ingress",
+        "HorizontalPodAutoscaler",
+        "ServiceMonitor",
+        "PrometheusRule",
+        "ConfigMap",
+    } <= kinds.keys()
 
     pod = kinds["Deployment"]["spec"]["template"]["spec"]
     container = pod["containers"][0]
@@ -220,8 +250,11 @@ def test_helm_chart_renders_and_validates(variant):
     assert pod["securityContext"]["runAsNonRoot"] is True
 
     labels = kinds["Deployment"]["spec"]["template"]["metadata"]["labels"]
-    for selector in (kinds["Service"]["spec"]["selector"], kinds["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"],
-                     kinds["ServiceMonitor"]["spec"]["selector"]["matchLabels"]):
+    for selector in (
+        kinds["Service"]["spec"]["selector"],
+        kinds["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"],
+        kinds["ServiceMonitor"]["spec"]["selector"]["matchLabels"],
+    ):
         assert selector.items() <= labels.items()
     assert kinds["ServiceMonitor"]["spec"]["endpoints"][0]["path"] == "/metrics"
     hpa = kinds["HorizontalPodAutoscaler"]["spec"]
@@ -236,7 +269,10 @@ def test_helm_chart_renders_and_validates(variant):
 
 
 def test_helm_defaults_render_without_optional_objects():
-    kinds = by_kind(render_chart(serviceMonitor={"enabled": False}, prometheusRule={"enabled": False},
-                                 grafanaDashboard={"enabled": False}))
+    kinds = by_kind(
+        render_chart(
+            serviceMonitor={"enabled": False}, prometheusRule={"enabled": False}, grafanaDashboard={"enabled": False}
+        )
+    )
     assert kinds.keys() == {"Deployment", "Service", "PodDisruptionBudget"}
     assert kinds["Deployment"]["spec"]["replicas"] == 2

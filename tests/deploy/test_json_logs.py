@@ -44,9 +44,11 @@ def check_format(replica: Replica) -> None:
 async def test_http_request_id_end_to_end(replicas):
     replica = live(replicas)[0]
     async with httpx.AsyncClient(base_url=replica.url, timeout=timeout(60)) as http:
-        r = await http.post("/v1/audio/speech", json={"model": "uttera", "input": "Tracing one request.",
-                                                      "voice": "default"},
-                            headers={"x-request-id": "trace-1.a:b_c"})
+        r = await http.post(
+            "/v1/audio/speech",
+            json={"model": "uttera", "input": "Tracing one request.", "voice": "default"},
+            headers={"x-request-id": "trace-1.a:b_c"},
+        )
     assert r.status_code == 200 and r.headers["x-request-id"] == "trace-1.a:b_c"
     lines = await lines_of(replica, "trace-1.a:b_c", "uttera_server.http.speech")
     access = [x for x in lines if x["logger"] == "uvicorn.access"]
@@ -80,8 +82,11 @@ async def test_websocket_request_and_context_ids(replicas):
         await ctx.end()
         result = await ctx.collect(timeout(60))
     assert isinstance(result.final, Done)
-    segments = [x for x in await lines_of(replica, "ws-trace-7", "uttera_server.ws.endpoint")
-                if x["logger"] == "uttera_server.ws.endpoint"]
+    segments = [
+        x
+        for x in await lines_of(replica, "ws-trace-7", "uttera_server.ws.endpoint")
+        if x["logger"] == "uttera_server.ws.endpoint"
+    ]
     assert segments, "no segment line"
     for line in segments:
         assert line["transport"] == "websocket" and line["context_id"] == "turn-1"

@@ -25,8 +25,10 @@ from uttera_server.client import Audio, Done, SpeechStreamClient
 
 # Several sentences: an HTTP stream is paced to playback (--max-lead-s) and lasts ~10 s; a WebSocket
 # client sends them one per SENTENCE_GAP_S, as a voice agent's LLM would.
-SENTENCES = [f"This is sentence {n} of a long answer, spoken slowly for the test." for n in
-             ("one", "two", "three", "four", "five", "six")]
+SENTENCES = [
+    f"This is sentence {n} of a long answer, spoken slowly for the test."
+    for n in ("one", "two", "three", "four", "five", "six")
+]
 LONG_TEXT = " ".join(SENTENCES)
 SENTENCE_GAP_S = 1.5  # the WebSocket streams outlast the wait for every first audio on a loaded CI host
 SHORT_TEXT = "A new session, after the crash."
@@ -51,8 +53,9 @@ async def http_stream(base: str, s: Stream, text: str) -> Stream:
     body = {"model": "uttera", "input": text, "voice": "default", "response_format": "pcm"}
     try:
         async with httpx.AsyncClient(timeout=timeout(30)) as client:
-            async with client.stream("POST", f"{base}/v1/audio/speech", json=body,
-                                     headers={"x-request-id": s.request_id}) as r:
+            async with client.stream(
+                "POST", f"{base}/v1/audio/speech", json=body, headers={"x-request-id": s.request_id}
+            ) as r:
                 s.echoed_id = r.headers.get("x-request-id")
                 async for chunk in r.aiter_raw():
                     s.audio_bytes += len(chunk)
@@ -70,8 +73,9 @@ async def ws_stream(base: str, s: Stream, text: str) -> Stream:
     started = time.monotonic()
     url = base.replace("http://", "ws://") + "/v1/audio/speech/stream"
     try:
-        client = await SpeechStreamClient.connect(url, additional_headers={"x-request-id": s.request_id},
-                                                  open_timeout=timeout(10))
+        client = await SpeechStreamClient.connect(
+            url, additional_headers={"x-request-id": s.request_id}, open_timeout=timeout(10)
+        )
     except OSError as e:
         s.error = f"{type(e).__name__}: {e}"
         return s
@@ -119,8 +123,9 @@ async def wait_logged(nginx: Nginx, request_ids: list[str]) -> dict[str, list[st
 
 @pytest.fixture(scope="module")
 def nginx(replicas, tmp_path_factory):
-    n = start_nginx(debian_binary("nginx", "nginx"), tmp_path_factory.mktemp("nginx"),
-                    [f"127.0.0.1:{r.port}" for r in replicas])
+    n = start_nginx(
+        debian_binary("nginx", "nginx"), tmp_path_factory.mktemp("nginx"), [f"127.0.0.1:{r.port}" for r in replicas]
+    )
     yield n
     n.stop()
 
@@ -129,8 +134,10 @@ async def test_replica_killed_mid_run(replicas, nginx):
     assert len(live(replicas)) == 3, "the load-balancer test needs the three replicas alive"
     streams = [Stream(f"lb-http-{i}", "http", first_audio=asyncio.Event()) for i in range(HTTP_STREAMS)]
     streams += [Stream(f"lb-ws-{i}", "websocket", first_audio=asyncio.Event()) for i in range(WS_STREAMS)]
-    run = [asyncio.create_task((http_stream if s.transport == "http" else ws_stream)(nginx.url, s, LONG_TEXT))
-           for s in streams]
+    run = [
+        asyncio.create_task((http_stream if s.transport == "http" else ws_stream)(nginx.url, s, LONG_TEXT))
+        for s in streams
+    ]
 
     async with asyncio.timeout(timeout(60)):  # every phase is bounded: a hanging client fails the test
         await asyncio.gather(*(s.first_audio.wait() for s in streams))  # all streaming
@@ -145,15 +152,18 @@ async def test_replica_killed_mid_run(replicas, nginx):
         alone = [await http_stream(nginx.url, Stream(f"lb-after-{i}", "http"), SHORT_TEXT) for i in range(3)]
         burst = [Stream(f"lb-after-http-{i}", "http") for i in range(1, 5)]
         burst += [Stream(f"lb-after-ws-{i}", "websocket") for i in range(2)]
-        await asyncio.gather(*((http_stream if s.transport == "http" else ws_stream)(nginx.url, s, SHORT_TEXT)
-                               for s in burst))
+        await asyncio.gather(
+            *((http_stream if s.transport == "http" else ws_stream)(nginx.url, s, SHORT_TEXT) for s in burst)
+        )
         tried = await wait_logged(nginx, [s.request_id for s in streams + alone + burst])
 
     dead = f"127.0.0.1:{victim.port}"
     on_dead = [s for s in streams if tried[s.request_id][-1] == dead]
     on_live = [s for s in streams if tried[s.request_id][-1] != dead]
-    report = "\n".join(f"{s.request_id}: via {tried[s.request_id]} ok={s.ok} audio={s.audio_bytes} B "
-                       f"{s.seconds:.1f} s {s.error}" for s in streams + alone + burst)
+    report = "\n".join(
+        f"{s.request_id}: via {tried[s.request_id]} ok={s.ok} audio={s.audio_bytes} B {s.seconds:.1f} s {s.error}"
+        for s in streams + alone + burst
+    )
     assert on_dead, f"no stream was on the killed replica:\n{report}"
     assert len({tried[s.request_id][-1] for s in on_live}) == 2, f"least_conn spread:\n{report}"
     for s in on_live:  # unaffected by the crash of another replica

@@ -28,7 +28,8 @@ def test_invalid_request_ids_are_replaced(header):
 
 def _record(msg="hello %s", args=("world",), exc_info=None, **extra) -> logging.LogRecord:
     record = logging.getLogger("uttera_server.test").makeRecord(
-        "uttera_server.test", logging.WARNING, __file__, 1, msg, args, exc_info, extra=extra)
+        "uttera_server.test", logging.WARNING, __file__, 1, msg, args, exc_info, extra=extra
+    )
     return record
 
 
@@ -77,8 +78,10 @@ def _app() -> Starlette:
         await websocket.send_json({"request_id": logs.request_id.get(), "transport": logs.transport.get()})
         await websocket.close()
 
-    return Starlette(routes=[Route("/seen", seen), Route("/own", own_header), WebSocketRoute("/ws", ws)],
-                     middleware=[Middleware(logs.RequestIdMiddleware)])
+    return Starlette(
+        routes=[Route("/seen", seen), Route("/own", own_header), WebSocketRoute("/ws", ws)],
+        middleware=[Middleware(logs.RequestIdMiddleware)],
+    )
 
 
 def test_middleware_http():

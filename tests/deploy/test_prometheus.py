@@ -64,14 +64,23 @@ def prometheus(replicas, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("prometheus")
     config = tmp / "prometheus.yml"
     config.write_text(yaml.safe_dump(prometheus_config([f"127.0.0.1:{r.port}" for r in replicas], ALERTS)))
-    check = subprocess.run([debian_binary("promtool", "prometheus"), "check", "config", str(config)],
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        [debian_binary("promtool", "prometheus"), "check", "config", str(config)], capture_output=True, text=True
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with open(tmp / "prometheus.log", "wb") as log:
-        proc = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
-                                 f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=log)
+        proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=log,
+            stderr=log,
+        )
     deadline = time.monotonic() + timeout(30)
     while True:
         try:
@@ -109,8 +118,11 @@ async def test_prometheus_sums_active_streams_across_replicas(replicas, promethe
         groups = {g["name"] for g in json.loads(resp.read())["data"]["groups"]}
     assert {"uttera-slo", "uttera-availability"} <= groups
 
-    clients = [await SpeechStreamClient.connect(r.url.replace("http://", "ws://") + "/v1/audio/speech/stream")
-               for r in alive for _ in range(HELD_PER_REPLICA)]
+    clients = [
+        await SpeechStreamClient.connect(r.url.replace("http://", "ws://") + "/v1/audio/speech/stream")
+        for r in alive
+        for _ in range(HELD_PER_REPLICA)
+    ]
     held = len(clients)
     try:
         contexts = []
@@ -118,8 +130,10 @@ async def test_prometheus_sums_active_streams_across_replicas(replicas, promethe
             ctx = client.context(f"held-{i}")
             await ctx.send_text("Held open. ")
             contexts.append(ctx)
-        await until(f"sum(uttera_active_streams) == {held}",
-                    lambda: value(prometheus, 'sum(uttera_active_streams{job="uttera"})') == held)
+        await until(
+            f"sum(uttera_active_streams) == {held}",
+            lambda: value(prometheus, 'sum(uttera_active_streams{job="uttera"})') == held,
+        )
         per_replica = query(prometheus, 'sum by (instance) (uttera_active_streams{job="uttera"})')
         assert sorted(float(s["value"][1]) for s in per_replica) == [HELD_PER_REPLICA] * len(alive)
         for ctx in contexts:
@@ -130,8 +144,10 @@ async def test_prometheus_sums_active_streams_across_replicas(replicas, promethe
     finally:
         for client in clients:
             await client.close()
-    await until("sum(uttera_active_streams) back to 0",
-                lambda: value(prometheus, 'sum(uttera_active_streams{job="uttera"})') == 0)
+    await until(
+        "sum(uttera_active_streams) back to 0",
+        lambda: value(prometheus, 'sum(uttera_active_streams{job="uttera"})') == 0,
+    )
 
     # Counters summed across replicas: what Prometheus scraped last equals each replica's own count.
     own = 0.0
@@ -140,5 +156,7 @@ async def test_prometheus_sums_active_streams_across_replicas(replicas, promethe
             if line.startswith("uttera_requests_total{"):
                 own += float(line.rsplit(" ", 1)[1])
     live_instances = "|".join(f"127.0.0.1:{r.port}" for r in alive)
-    await until("sum(uttera_requests_total) matches the replicas", lambda: value(
-        prometheus, f'sum(uttera_requests_total{{job="uttera",instance=~"{live_instances}"}})') == own)
+    await until(
+        "sum(uttera_requests_total) matches the replicas",
+        lambda: value(prometheus, f'sum(uttera_requests_total{{job="uttera",instance=~"{live_instances}"}})') == own,
+    )

@@ -51,7 +51,8 @@ class ReferenceModel:
             k = k.repeat_interleave(h // kvh, 1)
             v = v.repeat_interleave(h // kvh, 1)
             att = torch.nn.functional.scaled_dot_product_attention(
-                q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask)
+                q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask
+            )
             x = x + att.transpose(0, 1).reshape(len(tokens), -1) @ w[p + "self_attn.o_proj.weight"].T
             y = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
             gate = torch.nn.functional.silu(y @ w[p + "mlp.gate_proj.weight"].T)

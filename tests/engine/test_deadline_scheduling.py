@@ -17,8 +17,14 @@ from uttera_server.model_dir import VoiceModelConfig
 async def one_slot_engine(tiny_model_dir):
     engine = MelEngine(
         VoiceModelConfig.load(tiny_model_dir),
-        EngineConfig(max_num_seqs=1, kv_cache_memory_bytes=64 << 20, enforce_eager=True, block_size=32,
-                     dtype="float32", scheduling="deadline"),
+        EngineConfig(
+            max_num_seqs=1,
+            kv_cache_memory_bytes=64 << 20,
+            enforce_eager=True,
+            block_size=32,
+            dtype="float32",
+            scheduling="deadline",
+        ),
     )
     await asyncio.to_thread(engine.start)
     yield engine

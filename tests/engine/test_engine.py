@@ -21,8 +21,9 @@ from uttera_server.model_dir import VoiceModelConfig
 async def mel_engine(tiny_model_dir):
     engine = MelEngine(
         VoiceModelConfig.load(tiny_model_dir),
-        EngineConfig(max_num_seqs=16, kv_cache_memory_bytes=64 << 20, enforce_eager=True, block_size=32,
-                     dtype="float32"),
+        EngineConfig(
+            max_num_seqs=16, kv_cache_memory_bytes=64 << 20, enforce_eager=True, block_size=32, dtype="float32"
+        ),
     )
     await asyncio.to_thread(engine.start)
     yield engine

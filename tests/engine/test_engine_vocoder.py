@@ -34,8 +34,17 @@ MAX_LSB = 1
 
 
 def engine_config(**overrides) -> EngineConfig:
-    return EngineConfig(**{"max_num_seqs": 8, "kv_cache_memory_bytes": 64 << 20, "max_model_len": 2048,
-                           "enforce_eager": True, "block_size": 32, "dtype": "float32", **overrides})
+    return EngineConfig(
+        **{
+            "max_num_seqs": 8,
+            "kv_cache_memory_bytes": 64 << 20,
+            "max_model_len": 2048,
+            "enforce_eager": True,
+            "block_size": 32,
+            "dtype": "float32",
+            **overrides,
+        }
+    )
 
 
 @dataclass(slots=True)
@@ -52,10 +61,15 @@ async def start_vocoding_engine(model_dir, config: EngineConfig) -> VocodingEngi
     receiver = PcmReceiver(sink_base, 0)  # bound before the engine starts, as the server does
     receiver.start()
     engine = MelEngine(
-        VoiceModelConfig.load(model_dir), config,
-        engine_vocoder=EngineVocoderConfig(sink_base=sink_base, chunk_frames=CHUNK_FRAMES,
-                                           first_chunk_frames=FIRST_CHUNK_FRAMES,
-                                           max_streams=config.max_num_seqs))
+        VoiceModelConfig.load(model_dir),
+        config,
+        engine_vocoder=EngineVocoderConfig(
+            sink_base=sink_base,
+            chunk_frames=CHUNK_FRAMES,
+            first_chunk_frames=FIRST_CHUNK_FRAMES,
+            max_streams=config.max_num_seqs,
+        ),
+    )
     await asyncio.to_thread(engine.start)
     return VocodingEngine(engine, receiver, sink_base)
 
@@ -74,7 +88,8 @@ async def engines(tiny_model_dir):
     # No timeout of ours around the starts: a thread cannot be cancelled, and vLLM's own bounds them.
     roomy, cramped = await asyncio.gather(
         start_vocoding_engine(tiny_model_dir, engine_config()),
-        start_vocoding_engine(tiny_model_dir, engine_config(kv_cache_memory_bytes=9 << 18)))
+        start_vocoding_engine(tiny_model_dir, engine_config(kv_cache_memory_bytes=9 << 18)),
+    )
     yield roomy, cramped
     await asyncio.gather(stop_vocoding_engine(roomy), stop_vocoding_engine(cramped))
 
@@ -140,14 +155,15 @@ async def voiced_frames(engine: MelEngine, ids: list[int], route: PcmRoute, step
     return n * engine.model.frames_per_step
 
 
-async def pcm_of(v: VocodingEngine, ids: list[int], key: str, speed: float = 1.0, step_delay: float = 0.0,
-                 read_delay: float = 0.0) -> tuple[int, np.ndarray, asyncio.Queue]:
+async def pcm_of(
+    v: VocodingEngine, ids: list[int], key: str, speed: float = 1.0, step_delay: float = 0.0, read_delay: float = 0.0
+) -> tuple[int, np.ndarray, asyncio.Queue]:
     """One request vocoded in the engine: (mel frames it voiced, its PCM, its queue after the None)."""
     queue = v.receiver.open(key)
     async with asyncio.timeout(scaled(180)):
         frames, pcm = await asyncio.gather(
-            voiced_frames(v.engine, ids, PcmRoute(sink=0, key=key, speed=speed), step_delay),
-            drain(queue, read_delay))
+            voiced_frames(v.engine, ids, PcmRoute(sink=0, key=key, speed=speed), step_delay), drain(queue, read_delay)
+        )
     return frames, pcm, queue
 
 
@@ -169,8 +185,13 @@ async def test_concurrent_streams_are_not_mixed_lost_or_duplicated(voc, vocoder)
     read_delays = [0.0, 0.0, 0.03, 0.0, 0.05, 0.0, 0.0, 0.1]
     mels, results = await asyncio.gather(
         asyncio.gather(*(mel_of(voc.engine, ids) for ids in prompts)),
-        asyncio.gather(*(pcm_of(voc, ids, f"many-{i}", step_delay=sd, read_delay=rd)
-                         for i, (ids, sd, rd) in enumerate(zip(prompts, step_delays, read_delays)))))
+        asyncio.gather(
+            *(
+                pcm_of(voc, ids, f"many-{i}", step_delay=sd, read_delay=rd)
+                for i, (ids, sd, rd) in enumerate(zip(prompts, step_delays, read_delays))
+            )
+        ),
+    )
     for i, (mel, (frames, pcm, _)) in enumerate(zip(mels, results)):
         assert frames == mel.shape[0], i
         assert_pcm_equal(pcm, offline_pcm(vocoder, mel), f"stream {i}")
@@ -206,7 +227,8 @@ async def test_wire_one_message_per_step_and_one_final_per_stream(voc, vocoder):
                 asyncio.gather(*(mel_of(voc.engine, ids) for ids in prompts.values())),
                 asyncio.gather(*(run_on_sink_1(key, ids) for key, ids in prompts.items())),
                 pcm_of(voc, prompt(40, seed=1), "beside-the-wire"),
-                read_until_final(*prompts))
+                read_until_final(*prompts),
+            )
             await asyncio.gather(run_on_sink_1("wire-last", prompt(5, seed=2)), read_until_final("wire-last"))
         assert beside[1].shape == (beside[0] * voc.engine.model.hop_length,)
         for (key, ids), mel, n in zip(prompts.items(), mels, frames):
@@ -271,7 +293,8 @@ async def test_preempted_streams_still_equal_offline_vocoding(engines, vocoder):
     prompts = [prompt(160, seed=100 + i) for i in range(8)]
     mels, results = await asyncio.gather(
         asyncio.gather(*(mel_of(roomy.engine, ids) for ids in prompts)),
-        asyncio.gather(*(pcm_of(cramped, ids, f"cramped-{i}") for i, ids in enumerate(prompts))))
+        asyncio.gather(*(pcm_of(cramped, ids, f"cramped-{i}") for i, ids in enumerate(prompts))),
+    )
     assert cramped.engine.stats.preemptions > 0, "the test did not force a preemption"
     for i, (mel, (frames, pcm, _)) in enumerate(zip(mels, results)):
         assert frames == mel.shape[0], i
@@ -284,10 +307,15 @@ async def test_synthesizer_engine_vocoder_equals_frontend_vocoder(tiny_model_dir
     from uttera_server.synthesis.synthesizer import AudioChunk, Synthesizer
 
     text = "Hello there. This is the in-engine vocoder, speaking a second, longer sentence!"
-    common = {"max_num_seqs": 4, "vocoder_device": "cpu", "vocoder_chunk_frames": CHUNK_FRAMES,
-              "first_chunk_frames": FIRST_CHUNK_FRAMES}
-    synths = [Synthesizer(tiny_model_dir, engine_config(vocoder_process=where, **common))
-              for where in ("engine", "frontend")]
+    common = {
+        "max_num_seqs": 4,
+        "vocoder_device": "cpu",
+        "vocoder_chunk_frames": CHUNK_FRAMES,
+        "first_chunk_frames": FIRST_CHUNK_FRAMES,
+    }
+    synths = [
+        Synthesizer(tiny_model_dir, engine_config(vocoder_process=where, **common)) for where in ("engine", "frontend")
+    ]
     try:
         await asyncio.gather(*(s.start() for s in synths))
         for speed in (1.0, 1.3):

@@ -55,7 +55,7 @@ def run_stream(model_dir, clock: Clock, step_s: float, steps: int, urgent_s: flo
         messages = []
         while True:
             entries = decode(sink.recv_multipart())
-            (key, samples, final), = entries
+            ((key, samples, final),) = entries
             assert key == "r"
             messages.append(samples)
             if final:

@@ -22,8 +22,14 @@ async def cramped_engine(tiny_model_dir):
     # hold 128 tokens, so prompts must be longer than that to leave a full, cacheable block.)
     engine = MelEngine(
         VoiceModelConfig.load(tiny_model_dir),
-        EngineConfig(max_num_seqs=8, max_model_len=2048, kv_cache_memory_bytes=9 << 18, enforce_eager=True,
-                     dtype="float32", enable_prefix_caching=True),
+        EngineConfig(
+            max_num_seqs=8,
+            max_model_len=2048,
+            kv_cache_memory_bytes=9 << 18,
+            enforce_eager=True,
+            dtype="float32",
+            enable_prefix_caching=True,
+        ),
     )
     await asyncio.to_thread(engine.start)
     yield engine

@@ -18,8 +18,14 @@ CHUNK = 16
 async def chunking_engine(tiny_model_dir):
     engine = MelEngine(
         VoiceModelConfig.load(tiny_model_dir),
-        EngineConfig(max_num_seqs=4, kv_cache_memory_bytes=64 << 20, enforce_eager=True, block_size=32,
-                     dtype="float32", prefill_chunk_tokens=CHUNK),
+        EngineConfig(
+            max_num_seqs=4,
+            kv_cache_memory_bytes=64 << 20,
+            enforce_eager=True,
+            block_size=32,
+            dtype="float32",
+            prefill_chunk_tokens=CHUNK,
+        ),
     )
     await asyncio.to_thread(engine.start)
     yield engine

@@ -59,15 +59,24 @@ async def test_engine_step_with_two_compute_logits_fails(tiny_model_dir, capfd):
     from vllm.v1.engine.exceptions import EngineDeadError
 
     model = VoiceModelConfig.load(tiny_model_dir)
-    args = MelEngine(model, EngineConfig(max_num_seqs=4, kv_cache_memory_bytes=32 << 20, enforce_eager=True,
-                                         block_size=32, dtype="float32")).engine_args()
+    args = MelEngine(
+        model,
+        EngineConfig(
+            max_num_seqs=4, kv_cache_memory_bytes=32 << 20, enforce_eager=True, block_size=32, dtype="float32"
+        ),
+    ).engine_args()
     engine = {"llm": await asyncio.to_thread(AsyncLLM.from_engine_args, args)}
     try:
         ids = prompt(12, seed=3)
 
         async def run(request_id: str, **extra) -> int:
-            params = SamplingParams(temperature=0.0, max_tokens=model.max_steps(len(ids)) + 1,
-                                    stop_token_ids=[model.stop_token_id], detokenize=False, **extra)
+            params = SamplingParams(
+                temperature=0.0,
+                max_tokens=model.max_steps(len(ids)) + 1,
+                stop_token_ids=[model.stop_token_id],
+                detokenize=False,
+                **extra,
+            )
             tokens = 0
             async for out in engine["llm"].generate(TokensPrompt(prompt_token_ids=ids), params, request_id):
                 tokens = len(out.outputs[0].token_ids)

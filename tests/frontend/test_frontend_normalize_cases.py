@@ -16,7 +16,10 @@ CASES = [
     ("12345", "twelve thousand three hundred forty-five"),
     ("1000000", "one million"),
     ("007", "zero zero seven"),
-    ("1234567890123456789", "one two three four five six seven eight nine zero one two three four five six seven eight nine"),
+    (
+        "1234567890123456789",
+        "one two three four five six seven eight nine zero one two three four five six seven eight nine",
+    ),
     # thousands separators
     ("1,000", "one thousand"),
     ("1,234,567", "one million two hundred thirty-four thousand five hundred sixty-seven"),
@@ -196,8 +199,18 @@ def test_normalize(text: str, expected: str) -> None:
 
 MAPPINGS = [
     ("$5", [("five", "$5"), ("dollars", "$5")]),
-    ("Pay $3.50 now", [("Pay", "Pay"), ("three", "$3.50"), ("dollars", "$3.50"), ("and", "$3.50"),
-                       ("fifty", "$3.50"), ("cents", "$3.50"), ("now", "now")]),
+    (
+        "Pay $3.50 now",
+        [
+            ("Pay", "Pay"),
+            ("three", "$3.50"),
+            ("dollars", "$3.50"),
+            ("and", "$3.50"),
+            ("fifty", "$3.50"),
+            ("cents", "$3.50"),
+            ("now", "now"),
+        ],
+    ),
     ("Dr. Who", [("Doctor", "Dr."), ("Who", "Who")]),
     ("at 3:30 pm,", [("at", "at"), ("three", "3:30 pm"), ("thirty", "3:30 pm"), ("PM", "3:30 pm")]),
     ("\u201cHi,\u201d", [("Hi", "Hi")]),
@@ -210,13 +223,12 @@ MAPPINGS = [
 @pytest.mark.parametrize(("text", "expected"), MAPPINGS, ids=[m[0] for m in MAPPINGS])
 def test_spoken_words_point_at_original_characters(text: str, expected: list) -> None:
     norm = normalize(text)
-    assert [(w.text, text[w.source[0]:w.source[1]]) for w in norm.words] == expected
+    assert [(w.text, text[w.source[0] : w.source[1]]) for w in norm.words] == expected
 
 
 def test_original_words_group_adjacent_pieces() -> None:
     norm = normalize("Email a.b@c.com, or ABC123 and/or J.R.R. now")
-    assert [w.text for w in norm.source_words] == ["Email", "a.b@c.com", "or", "ABC123", "and/or",
-                                                    "J.R.R.", "now"]
+    assert [w.text for w in norm.source_words] == ["Email", "a.b@c.com", "or", "ABC123", "and/or", "J.R.R.", "now"]
     assert norm.source_index == tuple(sorted(norm.source_index))
 
 

@@ -10,11 +10,12 @@ from uttera_server.frontend import normalize
 from uttera_server.frontend.lexicon import ABBREVIATIONS
 from uttera_server.frontend.spoken_text import PAUSE_MARKS
 
-FAST = settings(max_examples=300, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 ASCIIISH = st.text(
-    alphabet=st.sampled_from(list("abcdefghijklmnopqrstuvwxyzABCDEFXYZ0123456789 .,;:!?'\"-/$%&@#()\u2019\u2014\u2026\n")),
+    alphabet=st.sampled_from(
+        list("abcdefghijklmnopqrstuvwxyzABCDEFXYZ0123456789 .,;:!?'\"-/$%&@#()\u2019\u2014\u2026\n")
+    ),
     max_size=80,
 )
 
@@ -46,7 +47,7 @@ def _check_invariants(text: str) -> None:
         source = norm.source_words[norm.source_index[i]]
         assert source.start <= word.source[0] and word.source[1] <= source.end
     for source in norm.source_words:
-        assert text[source.start:source.end] == source.text
+        assert text[source.start : source.end] == source.text
     for a, b in zip(norm.source_words, norm.source_words[1:]):
         assert a.end <= b.start, (a, b)  # original words never overlap
     assert list(norm.source_index) == sorted(norm.source_index)
@@ -89,7 +90,7 @@ def test_ascii_letter_runs_survive(pieces: list[tuple[str, str]]) -> None:
 
 
 @FAST
-@given(st.integers(min_value=-10**15, max_value=10**15))
+@given(st.integers(min_value=-(10**15), max_value=10**15))
 def test_any_integer_is_spoken_without_digits(n: int) -> None:
     out = normalize(str(n)).text
     assert out and not any(ch.isdigit() for ch in out)

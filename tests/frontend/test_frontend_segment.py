@@ -7,7 +7,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from uttera_server.frontend import (
-    TextSpan, Segmenter, SegmenterConfig, StreamClosedError, split_sentences,
+    TextSpan,
+    Segmenter,
+    SegmenterConfig,
+    StreamClosedError,
+    split_sentences,
 )
 
 CASES = [
@@ -22,7 +26,7 @@ CASES = [
     ("Wait... What? Fine.", ["Wait... What?", "Fine."]),
     ("Wait\u2026 what", ["Wait\u2026 what"]),
     ("e.g. this one. And i.e. that one.", ["e.g. this one.", "And i.e. that one."]),
-    ("\"Stop!\" he said. \"Go.\" She went.", ["\"Stop!\" he said.", "\"Go.\"", "She went."]),
+    ('"Stop!" he said. "Go." She went.', ['"Stop!" he said.', '"Go."', "She went."]),
     ("(Really?) Yes.", ["(Really?)", "Yes."]),
     ("line one\nline two", ["line one", "line two"]),
     ("one\r\ntwo\n\n\nthree", ["one", "two", "three"]),
@@ -52,7 +56,7 @@ def test_split_sentences(text: str, expected: list[str]) -> None:
     segments = split_sentences(text)
     assert [s.text for s in segments] == expected
     for s in segments:
-        assert text[s.start:s.end] == s.text
+        assert text[s.start : s.end] == s.text
 
 
 def test_clause_split_only_past_min_length() -> None:
@@ -96,8 +100,8 @@ def test_config_validation() -> None:
 def test_segments_arrive_as_soon_as_decidable() -> None:
     seg = Segmenter()
     assert seg.push("Hello there") == []
-    assert seg.push(".") == []          # could be "there.5" or "there.com"
-    assert seg.push(" ") == []          # next word may be lower case
+    assert seg.push(".") == []  # could be "there.5" or "there.com"
+    assert seg.push(" ") == []  # next word may be lower case
     assert seg.push("W") == [TextSpan("Hello there.", 0, 12)]
     assert seg.push("orld\nNext") == [TextSpan("World", 13, 18)]
     assert seg.flush() == [TextSpan("Next", 19, 23)]
@@ -138,8 +142,13 @@ STREAM_ALPHABET = st.sampled_from(list("ab AB.!?,;:\n\"')3\u2026") + ["Dr", "e.g
 @given(
     st.lists(STREAM_ALPHABET, max_size=60).map("".join),
     st.lists(st.integers(min_value=0, max_value=200), max_size=20),
-    st.sampled_from([SegmenterConfig(), SegmenterConfig(max_chars=12, min_clause_chars=6),
-                     SegmenterConfig(max_chars=5, min_clause_chars=1)]),
+    st.sampled_from(
+        [
+            SegmenterConfig(),
+            SegmenterConfig(max_chars=12, min_clause_chars=6),
+            SegmenterConfig(max_chars=5, min_clause_chars=1),
+        ]
+    ),
 )
 @example("Dr. Smith. Hi", [3, 4], SegmenterConfig())
 def test_any_fragmentation_equals_whole_text(text: str, cuts: list[int], config: SegmenterConfig) -> None:
@@ -148,7 +157,7 @@ def test_any_fragmentation_equals_whole_text(text: str, cuts: list[int], config:
     covered = set()
     last_end = 0
     for s in whole:
-        assert s.text and s.text == text[s.start:s.end] and s.text == s.text.strip()
+        assert s.text and s.text == text[s.start : s.end] and s.text == s.text.strip()
         assert s.start >= last_end and len(s.text) <= config.max_chars
         last_end = s.end
         covered.update(range(s.start, s.end))

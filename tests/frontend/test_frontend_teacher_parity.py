@@ -39,9 +39,11 @@ def _generated(n: int, seed: int = 1234) -> list[str]:
     ends = [".", "!", "?", "", "...", ";"]
     out = []
     for _ in range(n):
-        out.append(f"{rng.choice(nouns).capitalize()} {rng.choice(verbs)} {rng.choice(values)()}"
-                   f"{rng.choice([',', ''])} {rng.choice(['I think', 'they said', 'again', 'ok'])}"
-                   f"{rng.choice(ends)}")
+        out.append(
+            f"{rng.choice(nouns).capitalize()} {rng.choice(verbs)} {rng.choice(values)()}"
+            f"{rng.choice([',', ''])} {rng.choice(['I think', 'they said', 'again', 'ok'])}"
+            f"{rng.choice(ends)}"
+        )
     return out
 
 

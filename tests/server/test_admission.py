@@ -21,14 +21,18 @@ TEXT = "Admission control keeps the queue short, so that those admitted get thei
 
 @pytest.fixture
 async def client(exposed):
-    async with httpx.AsyncClient(base_url=exposed.url, timeout=timeout(120), headers=AUTH,
-                                 limits=httpx.Limits(max_connections=100)) as c:
+    async with httpx.AsyncClient(
+        base_url=exposed.url, timeout=timeout(120), headers=AUTH, limits=httpx.Limits(max_connections=100)
+    ) as c:
         yield c
 
 
 def _http_requests(samples) -> float:
-    return sum(v for (name, labels), v in samples.items()
-               if name == "uttera_requests_total" and ("transport", "http") in labels)
+    return sum(
+        v
+        for (name, labels), v in samples.items()
+        if name == "uttera_requests_total" and ("transport", "http") in labels
+    )
 
 
 async def test_a_burst_past_the_waiting_bound_is_shed_with_429(client):
@@ -61,14 +65,17 @@ async def test_a_burst_past_the_waiting_bound_is_shed_with_429(client):
         assert r.headers["retry-after"] == "1"
         assert r.json()["error"]["code"] == "overloaded"
     after = await read_metrics(client)
-    shed_count = metric(after, "uttera_shed_total", transport="http", bound="waiting") - \
-        metric(before, "uttera_shed_total", transport="http", bound="waiting")
+    shed_count = metric(after, "uttera_shed_total", transport="http", bound="waiting") - metric(
+        before, "uttera_shed_total", transport="http", bound="waiting"
+    )
     assert shed_count == len(shed)
     # a shed request never reached the endpoint, so it is not among the requests the endpoint finished
     assert _http_requests(after) - _http_requests(before) == BURST - len(shed)
     assert len(health_s) >= 3
-    print(f"\nburst of {BURST}: {len(shed)} shed; /health median {1000 * statistics.median(health_s):.1f} ms, "
-          f"max {1000 * max(health_s):.1f} ms over {len(health_s)} probes")
+    print(
+        f"\nburst of {BURST}: {len(shed)} shed; /health median {1000 * statistics.median(health_s):.1f} ms, "
+        f"max {1000 * max(health_s):.1f} ms over {len(health_s)} probes"
+    )
     assert statistics.median(health_s) < timeout(0.1)
 
 

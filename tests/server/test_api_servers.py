@@ -24,8 +24,9 @@ TEXTS = [f"Stream number {i} says hello to everyone listening." for i in range(1
 
 @pytest.fixture(scope="module")
 def two_frontends(model_dir, tmp_path_factory):
-    s = start_server(model_dir, tmp_path_factory.mktemp("api2") / "server.log",
-                     ("--api-servers", "2", "--vocoder-process", "engine"))
+    s = start_server(
+        model_dir, tmp_path_factory.mktemp("api2") / "server.log", ("--api-servers", "2", "--vocoder-process", "engine")
+    )
     yield s
     s.stop_cleanly()
 
@@ -33,8 +34,9 @@ def two_frontends(model_dir, tmp_path_factory):
 async def _speech(url: str, text: str) -> bytes:
     # A client per request: a new connection, which the kernel gives to either serving process.
     async with httpx.AsyncClient(base_url=url, timeout=timeout(120)) as client:
-        r = await client.post("/v1/audio/speech", json={"model": "uttera", "input": text, "voice": "default",
-                                                        "response_format": "pcm"})
+        r = await client.post(
+            "/v1/audio/speech", json={"model": "uttera", "input": text, "voice": "default", "response_format": "pcm"}
+        )
         assert r.status_code == 200, r.text
         return r.content
 

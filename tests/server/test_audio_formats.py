@@ -116,8 +116,10 @@ def test_empty_stream_is_still_a_valid_header():
         assert enc.flush().startswith(b"OggS")
 
 
-@pytest.mark.parametrize("fmt, magic", [(AudioFormat.OPUS, b"OggS"), (AudioFormat.FLAC, b"fLaC"),
-                                        (AudioFormat.MP3, b"\xff"), (AudioFormat.AAC, b"\xff")])
+@pytest.mark.parametrize(
+    "fmt, magic",
+    [(AudioFormat.OPUS, b"OggS"), (AudioFormat.FLAC, b"fLaC"), (AudioFormat.MP3, b"\xff"), (AudioFormat.AAC, b"\xff")],
+)
 def test_stream_headers_come_first(fmt, magic, signal):
     """No ID3 or Xing placeholder: a stream of unknown length starts with its container header or a frame."""
     with open_encoder(fmt, RATE) as enc:

@@ -7,8 +7,14 @@ from _server_process import REPO, subprocess_env, timeout, uttera_command
 
 
 def say(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(uttera_command("say", *args), cwd=REPO, env=subprocess_env(), capture_output=True,
-                          text=True, timeout=timeout(300))
+    return subprocess.run(
+        uttera_command("say", *args),
+        cwd=REPO,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout(300),
+    )
 
 
 def test_say_writes_a_wav(model_dir, tmp_path):

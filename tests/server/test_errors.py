@@ -30,9 +30,14 @@ def test_mapping(cls, status, code, param):
 
 def test_payload_is_openai_shaped():
     exc = e.InvalidType("the field 'speed' must be a number", param="speed")
-    assert e.error_payload(exc) == {"error": {
-        "code": "invalid_type", "message": "the field 'speed' must be a number",
-        "type": "invalid_request_error", "param": "speed"}}
+    assert e.error_payload(exc) == {
+        "error": {
+            "code": "invalid_type",
+            "message": "the field 'speed' must be a number",
+            "type": "invalid_request_error",
+            "param": "speed",
+        }
+    }
     assert e.error_payload(e.EngineNotReady())["error"]["type"] == "server_error"
     assert "param" not in e.error_payload(e.EngineNotReady())["error"]
 

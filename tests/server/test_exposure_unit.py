@@ -97,8 +97,21 @@ def _config(tmp_path, *flags, env=None, monkeypatch=None):
 
 
 def test_flags_build_the_exposure_config(tmp_path, monkeypatch):
-    c = _config(tmp_path, "--api-key", "a", "--api-key", "b", "--cors-origins", "https://x.example,https://y.example/",
-                "--no-metrics-auth", "--max-waiting", "4", "--max-connections", "9", monkeypatch=monkeypatch)
+    c = _config(
+        tmp_path,
+        "--api-key",
+        "a",
+        "--api-key",
+        "b",
+        "--cors-origins",
+        "https://x.example,https://y.example/",
+        "--no-metrics-auth",
+        "--max-waiting",
+        "4",
+        "--max-connections",
+        "9",
+        monkeypatch=monkeypatch,
+    )
     assert c.api_keys == ("a", "b") and not c.metrics_auth
     assert c.cors_origins == ("https://x.example", "https://y.example")
     assert (c.max_waiting, c.max_connections) == (4, 9)

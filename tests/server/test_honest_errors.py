@@ -48,15 +48,19 @@ async def test_client_leaving_during_its_body_is_an_info_line(server, http):
     before = await read_metrics(http)
     host, port = server.url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
-    writer.write(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: 5000\r\n\r\n{\"model\": ")
+    writer.write(
+        b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 5000\r\n\r\n{"model": '
+    )
     await writer.drain()
     writer.close()  # the headers are complete, so the endpoint runs and finds the body cut short
-    await wait_for_metrics(http, lambda s: metric(s, "uttera_client_aborts_total")
-                           > metric(before, "uttera_client_aborts_total"))
+    await wait_for_metrics(
+        http, lambda s: metric(s, "uttera_client_aborts_total") > metric(before, "uttera_client_aborts_total")
+    )
     after = await read_metrics(http)
-    assert metric(after, "uttera_requests_total", transport="http", status="error") == \
-        metric(before, "uttera_requests_total", transport="http", status="error")
+    assert metric(after, "uttera_requests_total", transport="http", status="error") == metric(
+        before, "uttera_requests_total", transport="http", status="error"
+    )
     log = server.log_tail(400)
     assert "client left while sending its request body" in log
     assert "ClientDisconnect" not in log

@@ -75,8 +75,10 @@ async def test_every_format_streams_and_decodes(http, reference, fmt):
     decoded_rate = decoded_rate or ref_rate
     assert decoded_rate == rate
     duration, ref_duration = len(decoded) / decoded_rate, len(ref) / ref_rate
-    assert ref_duration * 0.99 <= duration <= ref_duration * 1.01 + CODEC_SLACK_S.get(fmt, 0.0), (duration,
-                                                                                                   ref_duration)
+    assert ref_duration * 0.99 <= duration <= ref_duration * 1.01 + CODEC_SLACK_S.get(fmt, 0.0), (
+        duration,
+        ref_duration,
+    )
     # the same loudness (in the band the format keeps): not silent, not noise
     assert abs(rms(decoded) - rms(resample(ref, ref_rate, rate))) < 0.25 * rms(ref)
 
@@ -95,8 +97,9 @@ async def test_sse_deltas_are_the_stream_and_usage_counts_it(http, fmt):
     *deltas, done = sse_events(r.text)
     assert {e["type"] for e in deltas} == {"speech.audio.delta"} and done["type"] == "speech.audio.done"
     data = b"".join(base64.b64decode(e["audio"]) for e in deltas)
-    decoded, rate = decode(AudioFormat.PCM if fmt is AudioFormat.WAV else fmt, data[44:] if fmt is AudioFormat.WAV
-                           else data)
+    decoded, rate = decode(
+        AudioFormat.PCM if fmt is AudioFormat.WAV else fmt, data[44:] if fmt is AudioFormat.WAV else data
+    )
     rate = rate or int(r.headers["x-sample-rate"])
     usage = done["usage"]
     exact = fmt in (AudioFormat.PCM, AudioFormat.WAV, AudioFormat.FLAC, AudioFormat.MULAW)

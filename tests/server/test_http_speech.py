@@ -57,8 +57,9 @@ async def test_model_id_and_alias_are_both_accepted(http):
 
 async def test_concurrent_requests(http):
     texts = [f"Request number {i}. " + SENTENCE for i in range(4)]
-    responses = await asyncio.gather(*(
-        http.post("/v1/audio/speech", json=speech(input=t, response_format="pcm")) for t in texts))
+    responses = await asyncio.gather(
+        *(http.post("/v1/audio/speech", json=speech(input=t, response_format="pcm")) for t in texts)
+    )
     for r in responses:
         assert r.status_code == 200 and len(r.content) > 0 and len(r.content) % 2 == 0
 
@@ -126,10 +127,14 @@ async def test_client_disconnect_aborts_the_stream(http, base_url):
             assert r.status_code == 200
             async for _ in r.aiter_raw():
                 break  # leave after the first bytes: the client closes the connection
-    await wait_for_metrics(http, lambda s: requests_total(s, "http", "disconnected") >= before + 1
-                           and metric(s, "uttera_active_streams") == 0)
+    await wait_for_metrics(
+        http,
+        lambda s: requests_total(s, "http", "disconnected") >= before + 1 and metric(s, "uttera_active_streams") == 0,
+    )
     # The engine request was aborted: nothing runs and its KV blocks are free again. (The engine reports
     # usage when it steps, so a short request makes it report after the abort.)
     assert (await http.post("/v1/audio/speech", json=speech(input="Hi."))).status_code == 200
-    await wait_for_metrics(http, lambda s: metric(s, "uttera_engine_running_requests") == 0
-                           and metric(s, "uttera_engine_kv_cache_usage") == 0)
+    await wait_for_metrics(
+        http,
+        lambda s: metric(s, "uttera_engine_running_requests") == 0 and metric(s, "uttera_engine_kv_cache_usage") == 0,
+    )

@@ -11,8 +11,11 @@ from uttera_server.outcome import Outcome
 def samples(m: ServerMetrics) -> dict:
     body, content_type = m.render()
     assert content_type.startswith("text/plain")
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in text_string_to_metric_families(body.decode()) for s in f.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(body.decode())
+        for s in f.samples
+    }
 
 
 def test_engine_gauges_are_read_at_scrape_time():

@@ -11,8 +11,13 @@ from _server_process import timeout
 from uttera_server.speech_params import AudioFormat
 
 TEXT = "The SDK streams this sentence."
-MAGIC = {AudioFormat.WAV: b"RIFF", AudioFormat.MP3: b"\xff", AudioFormat.OPUS: b"OggS", AudioFormat.FLAC: b"fLaC",
-         AudioFormat.AAC: b"\xff"}
+MAGIC = {
+    AudioFormat.WAV: b"RIFF",
+    AudioFormat.MP3: b"\xff",
+    AudioFormat.OPUS: b"OggS",
+    AudioFormat.FLAC: b"fLaC",
+    AudioFormat.AAC: b"\xff",
+}
 
 
 @pytest.fixture(scope="module")

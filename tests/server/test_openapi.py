@@ -14,8 +14,11 @@ async def _endpoint(request):
 
 
 def test_every_route_is_described():
-    routes = [Route("/a", _endpoint), Route("/v1/audio/speech", _endpoint, methods=["GET", "POST"]),
-              WebSocketRoute("/ws", _endpoint)]
+    routes = [
+        Route("/a", _endpoint),
+        Route("/v1/audio/speech", _endpoint, methods=["GET", "POST"]),
+        WebSocketRoute("/ws", _endpoint),
+    ]
     doc = build(routes, 22050, 100, ["default"], "1")
     assert set(doc["paths"]) == {"/a", "/v1/audio/speech", "/ws"}
     assert doc["paths"]["/a"]["get"]["summary"] == "First paragraph is the summary."
@@ -27,8 +30,16 @@ async def test_served_document(http):
     assert r.status_code == 200
     doc = r.json()
     assert doc["openapi"].startswith("3.")
-    assert {"/", "/openapi.json", "/v1/audio/speech", "/v1/audio/speech/stream", "/v1/models", "/v1/audio/voices",
-            "/health", "/metrics"} <= set(doc["paths"])
+    assert {
+        "/",
+        "/openapi.json",
+        "/v1/audio/speech",
+        "/v1/audio/speech/stream",
+        "/v1/models",
+        "/v1/audio/voices",
+        "/health",
+        "/metrics",
+    } <= set(doc["paths"])
     body = doc["paths"]["/v1/audio/speech"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     props = body["properties"]
     assert props["response_format"]["enum"] == [f.value for f in AudioFormat]

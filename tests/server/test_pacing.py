@@ -10,8 +10,9 @@ import numpy as np
 from _server_process import start_server, timeout
 
 SAMPLE_RATE = 22050
-TEXT = " ".join(f"Sentence number {w} is here." for w in ("one", "two", "three", "four", "five", "six", "seven",
-                                                           "eight"))
+TEXT = " ".join(
+    f"Sentence number {w} is here." for w in ("one", "two", "three", "four", "five", "six", "seven", "eight")
+)
 MAX_LEAD_S = 0.3
 
 
@@ -19,8 +20,9 @@ async def stream(url: str) -> tuple[bytes, float, float]:
     """PCM, seconds from first to last byte, and the largest lead of received audio over wall time."""
     pcm, first, lead = bytearray(), None, 0.0
     async with httpx.AsyncClient(base_url=url, timeout=timeout(120)) as http:
-        async with http.stream("POST", "/v1/audio/speech",
-                               json={"model": "uttera", "input": TEXT, "response_format": "pcm"}) as r:
+        async with http.stream(
+            "POST", "/v1/audio/speech", json={"model": "uttera", "input": TEXT, "response_format": "pcm"}
+        ) as r:
             assert r.status_code == 200
             async for chunk in r.aiter_bytes():
                 now = time.monotonic()
@@ -42,7 +44,7 @@ async def test_max_lead_paces_later_sentences_to_playback(model_dir, server, tmp
     # Same audio: the engine is greedy; vocoder batches may differ, so float rounding at most.
     assert len(paced_pcm) == len(free_pcm)
     a, b = (np.frombuffer(x, np.int16).astype(np.float64) for x in (free_pcm, paced_pcm))
-    assert 10 * np.log10(np.sum(a ** 2) / max(np.sum((a - b) ** 2), 1e-9)) > 50
+    assert 10 * np.log10(np.sum(a**2) / max(np.sum((a - b) ** 2), 1e-9)) > 50
     # Paced: never more than the lead plus about one sentence ahead of playback, so the last byte
     # comes close to real time; unpaced, the audio runs ahead by however fast the engine is.
     assert paced_lead < 0.4 * duration, (paced_lead, duration)

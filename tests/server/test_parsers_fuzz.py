@@ -15,16 +15,30 @@ from uttera_server.ws.messages import ClientMessage, parse_client_message
 CATALOG = Catalog(model_ids=frozenset({"uttera"}), voices=frozenset({"default"}), max_input_chars=100)
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-numbers = st.one_of(st.integers(), st.integers(min_value=10**300, max_value=10**1000), st.floats(),
-                    st.just(float("inf")), st.just(float("nan")))
+numbers = st.one_of(
+    st.integers(),
+    st.integers(min_value=10**300, max_value=10**1000),
+    st.floats(),
+    st.just(float("inf")),
+    st.just(float("nan")),
+)
 scalars = st.one_of(st.none(), st.booleans(), numbers, st.text(max_size=30))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                       st.dictionaries(st.text(max_size=8), inner, max_size=4)),
-                      max_leaves=12)
-field_names = st.sampled_from(["type", "text", "context_id", "voice", "speed", "model", "input",
-                               "response_format", "stream_format", "x"])
-objects = st.dictionaries(field_names, st.one_of(values, st.sampled_from(
-    ["text", "flush", "end", "cancel", "keepalive", "uttera", "default", "wav", "pcm", "audio"])), max_size=6)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12,
+)
+field_names = st.sampled_from(
+    ["type", "text", "context_id", "voice", "speed", "model", "input", "response_format", "stream_format", "x"]
+)
+objects = st.dictionaries(
+    field_names,
+    st.one_of(
+        values,
+        st.sampled_from(["text", "flush", "end", "cancel", "keepalive", "uttera", "default", "wav", "pcm", "audio"]),
+    ),
+    max_size=6,
+)
 
 
 def _dumps(obj) -> str:

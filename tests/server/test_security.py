@@ -13,8 +13,15 @@ from websockets.exceptions import InvalidStatus
 
 from _server_process import timeout
 from _speech_client import recv_json, send_json
-from _exposed_server import (BODY_TIMEOUT_S, GOOD_ORIGIN, HEADER_TIMEOUT_S, KEEP_ALIVE_S, KEYS, MAX_HEADER_BYTES,
-                      MAX_HEADER_COUNT)
+from _exposed_server import (
+    BODY_TIMEOUT_S,
+    GOOD_ORIGIN,
+    HEADER_TIMEOUT_S,
+    KEEP_ALIVE_S,
+    KEYS,
+    MAX_HEADER_BYTES,
+    MAX_HEADER_COUNT,
+)
 
 AUTH = {"authorization": f"Bearer {KEYS[0]}"}
 SPEECH = {"model": "uttera", "input": "Hello."}
@@ -60,14 +67,18 @@ async def test_http_api_key_matrix(client, method, path, headers, status):
         assert r.headers["www-authenticate"] == "Bearer"
 
 
-@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded",
-                                          "multipart/form-data; boundary=x"])
+@pytest.mark.parametrize(
+    "content_type", [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"]
+)
 async def test_json_bodies_need_the_json_media_type(client, content_type):
     headers = {**AUTH, **({"content-type": content_type} if content_type else {})}
     r = await client.post("/v1/audio/speech", content=json.dumps(SPEECH), headers=headers)
     assert r.status_code == 415 and r.json()["error"]["code"] == "unsupported_media_type"
-    ok = await client.post("/v1/audio/speech", content=json.dumps({**SPEECH, "input": ""}),
-                           headers={**AUTH, "content-type": "application/json; charset=utf-8"})
+    ok = await client.post(
+        "/v1/audio/speech",
+        content=json.dumps({**SPEECH, "input": ""}),
+        headers={**AUTH, "content-type": "application/json; charset=utf-8"},
+    )
     assert ok.status_code == 400 and ok.json()["error"]["code"] == "empty_input"  # past the media type check
 
 
@@ -96,8 +107,12 @@ async def test_cors_preflight_answers_only_the_allowlist(client):
 async def test_websocket_upgrade_matrix(exposed, query, headers, subprotocols, origin, status):
     if origin == "same-origin":
         origin = exposed.url
-    kwargs = {"additional_headers": headers, "subprotocols": subprotocols, "origin": origin,
-              "open_timeout": timeout(30)}
+    kwargs = {
+        "additional_headers": headers,
+        "subprotocols": subprotocols,
+        "origin": origin,
+        "open_timeout": timeout(30),
+    }
     if status != 101:
         with pytest.raises(InvalidStatus) as refused:
             async with connect(ws_url(exposed, query), **kwargs):
@@ -135,12 +150,17 @@ async def test_stalled_requests_are_closed_within_their_deadlines_while_others_a
         "nothing": b"",
         "half a request line": b"POST /v1/audio/spe",
         "half the headers": b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: appl",
-        "a short body": (b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-one\r\n"
-                         b"Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n{}"),
-        "an unfinished chunked body": (b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-one\r\n"
-                                       b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n"),
-        "half a websocket upgrade": (b"GET /v1/audio/speech/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
-                                     b"Connection: Upgrade\r\n"),
+        "a short body": (
+            b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-one\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n{}"
+        ),
+        "an unfinished chunked body": (
+            b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-one\r\n"
+            b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n"
+        ),
+        "half a websocket upgrade": (
+            b"GET /v1/audio/speech/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        ),
     }
     expected = {"nothing": None, "a short body": 408, "an unfinished chunked body": 408}
     conns = {}
@@ -180,7 +200,9 @@ async def test_idle_keep_alive_connection_is_closed(exposed):
     writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout(10))
     assert _status(head) == 200
-    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+    length = int(
+        next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    )
     await reader.readexactly(length)
     rest, elapsed = await _until_closed(reader, KEEP_ALIVE_S + 5)
     writer.close()

@@ -105,8 +105,14 @@ def test_websocket_flags(tmp_path):
         "--ws-idle-timeout-s", "20", "--ws-max-wait-ms", "150", "--ws-min-chunk-chars", "12",
     ])  # fmt: skip
     config = build_config(args)
-    assert config == ServerConfig(model_dir=tmp_path, ws_max_contexts=16, ws_max_buffered_chars=2000,
-                                  ws_idle_timeout_s=20.0, ws_max_wait_ms=150.0, ws_min_chunk_chars=12)
+    assert config == ServerConfig(
+        model_dir=tmp_path,
+        ws_max_contexts=16,
+        ws_max_buffered_chars=2000,
+        ws_idle_timeout_s=20.0,
+        ws_max_wait_ms=150.0,
+        ws_min_chunk_chars=12,
+    )
     assert config.ws_buffer_chars == 2000
     assert ServerConfig(model_dir=tmp_path, max_input_chars=100).ws_buffer_chars == 100  # unset: max_input_chars
 
@@ -119,15 +125,29 @@ def test_unset_flags_keep_the_dataclass_defaults(tmp_path):
 
 
 def test_say_takes_the_same_engine_flags(tmp_path):
-    args = build_parser().parse_args(["say", "Hello.", "-o", str(tmp_path / "x.wav"), "--model", str(tmp_path),
-                                      "--first-chunk-frames", "2", "--speed", "1.5"])
+    args = build_parser().parse_args(
+        [
+            "say",
+            "Hello.",
+            "-o",
+            str(tmp_path / "x.wav"),
+            "--model",
+            str(tmp_path),
+            "--first-chunk-frames",
+            "2",
+            "--speed",
+            "1.5",
+        ]
+    )
     assert build_config(args).engine.first_chunk_frames == 2 and args.speed == 1.5
 
 
 def test_invalid_values_exit_2_with_the_message(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
-        main(["serve", "--model", str(tmp_path), "--gpu-memory-utilization", "2"],
-             synthesizer_factory=lambda c: pytest.fail("no synthesizer for an invalid config"))
+        main(
+            ["serve", "--model", str(tmp_path), "--gpu-memory-utilization", "2"],
+            synthesizer_factory=lambda c: pytest.fail("no synthesizer for an invalid config"),
+        )
     assert info.value.code == 2 and "--gpu-memory-utilization" in capsys.readouterr().err
 
 

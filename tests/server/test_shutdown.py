@@ -16,8 +16,9 @@ DRAIN_S = 8.0  # how long streams may run on after SIGTERM, before scaling
 
 async def test_sigterm_lets_streams_finish_then_cancels_the_rest(model_dir, tmp_path):
     drain_s = timeout(DRAIN_S)  # the grace period is this plus the tail kept for cancelling and closing
-    server = start_server(model_dir, tmp_path / "server.log",
-                          ("--graceful-shutdown-timeout", str(drain_s + SHUTDOWN_TAIL_S)))
+    server = start_server(
+        model_dir, tmp_path / "server.log", ("--graceful-shutdown-timeout", str(drain_s + SHUTDOWN_TAIL_S))
+    )
     ws_url = server.url.replace("http://", "ws://") + "/v1/audio/speech/stream"
     try:
         async with httpx.AsyncClient(base_url=server.url, timeout=timeout(60)) as http, \
@@ -42,8 +43,12 @@ async def test_sigterm_lets_streams_finish_then_cancels_the_rest(model_dir, tmp_
                     await fresh.get("/health")
 
             messages, _ = await collect_until(busy, "error")
-            assert messages[-1] == {"type": "error", "code": "shutting_down", "context_id": "default",
-                                    "message": messages[-1]["message"]}
+            assert messages[-1] == {
+                "type": "error",
+                "code": "shutting_down",
+                "context_id": "default",
+                "message": messages[-1]["message"],
+            }
             assert time.monotonic() - signalled >= 0.9 * drain_s  # cancelled only after the drain timeout
             code, _ = await expect_close(busy)
             assert code == 1001

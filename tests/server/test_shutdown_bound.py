@@ -16,8 +16,9 @@ from _speech_client import recv_json
 GRACE_S = 8.0  # --graceful-shutdown-timeout (above serve.SHUTDOWN_TAIL_S, so 2 s of it are a drain)
 BOUND_S = 2.0  # the process's own exit after the last step, with margin
 INPUT_CHARS = 4 * MAX_INPUT_CHARS  # enough audio to fill every socket buffer on the way
-TEXT = ("A long answer that a client asked for and then stopped reading, so the server's writes block. "
-        * 50)[:INPUT_CHARS]
+TEXT = ("A long answer that a client asked for and then stopped reading, so the server's writes block. " * 50)[
+    :INPUT_CHARS
+]
 
 
 def _small_buffer_socket(host: str, port: int) -> socket.socket:
@@ -29,19 +30,25 @@ def _small_buffer_socket(host: str, port: int) -> socket.socket:
 
 
 async def test_sigterm_with_non_reading_clients_exits_within_the_bound(model_dir, tmp_path):
-    server = start_server(model_dir, tmp_path / "server.log", ("--graceful-shutdown-timeout", str(GRACE_S),
-                                                               "--max-input-chars", str(INPUT_CHARS)))
+    server = start_server(
+        model_dir,
+        tmp_path / "server.log",
+        ("--graceful-shutdown-timeout", str(GRACE_S), "--max-input-chars", str(INPUT_CHARS)),
+    )
     host, port = server.url.removeprefix("http://").split(":")
     try:
         # HTTP: a long response nobody reads; a tiny receive buffer, so the server's writes block soon
         http = _small_buffer_socket(host, int(port))
         body = json.dumps({"model": "uttera", "input": TEXT}).encode()
-        http.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        http.sendall(
+            b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
         # WebSocket: two long contexts, then the client stops reading (max_queue=1: the library stops too)
         ws_url = server.url.replace("http://", "ws://") + "/v1/audio/speech/stream"
-        async with connect(ws_url, sock=_small_buffer_socket(host, int(port)), max_queue=1,
-                           open_timeout=timeout(30), close_timeout=1) as ws:
+        async with connect(
+            ws_url, sock=_small_buffer_socket(host, int(port)), max_queue=1, open_timeout=timeout(30), close_timeout=1
+        ) as ws:
             for cid in ("a", "b"):
                 await ws.send(json.dumps({"type": "text", "text": TEXT, "context_id": cid}))
                 await ws.send(json.dumps({"type": "flush", "context_id": cid}))

@@ -14,8 +14,10 @@ from uttera_server.synthesis.synthesizer import Synthesizer
 
 @pytest.fixture(scope="module")
 async def synth(tiny_model_dir):
-    s = Synthesizer(tiny_model_dir, EngineConfig(max_num_seqs=4, kv_cache_memory_bytes=64 << 20, block_size=32,
-                                                 vocoder_process="frontend"))
+    s = Synthesizer(
+        tiny_model_dir,
+        EngineConfig(max_num_seqs=4, kv_cache_memory_bytes=64 << 20, block_size=32, vocoder_process="frontend"),
+    )
     await s.start()
     yield s
     await s.close()

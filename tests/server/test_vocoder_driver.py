@@ -36,4 +36,4 @@ async def test_loop_driver_serves_the_same_audio_as_the_thread(model_dir, server
     for got, want in ((http_pcm, reference[0]), (ws_pcm, reference[1])):
         assert len(got) == len(want) > 22050
         a, b = (np.frombuffer(x, np.int16).astype(np.float64) for x in (want, got))
-        assert 10 * np.log10(np.sum(a ** 2) / max(np.sum((a - b) ** 2), 1e-9)) > 50  # SNR in dB
+        assert 10 * np.log10(np.sum(a**2) / max(np.sum((a - b) ** 2), 1e-9)) > 50  # SNR in dB

@@ -17,8 +17,14 @@ from uttera_server.ws.messages import decode_audio_frame
 from uttera_server.ws.protocol import SessionLimits, SpeechSessionProtocol
 
 RATE = 22050
-LIMITS = SessionLimits(sample_rate=RATE, voices=frozenset({"default"}), max_buffered_chars=500, max_contexts=4,
-                       idle_timeout_s=10.0, chunking=ChunkerConfig(max_wait_ms=300, min_chunk_chars=10, max_chars=100))
+LIMITS = SessionLimits(
+    sample_rate=RATE,
+    voices=frozenset({"default"}),
+    max_buffered_chars=500,
+    max_contexts=4,
+    idle_timeout_s=10.0,
+    chunking=ChunkerConfig(max_wait_ms=300, min_chunk_chars=10, max_chars=100),
+)
 
 
 def send(p: SpeechSessionProtocol, **message) -> list:
@@ -90,5 +96,6 @@ async def test_real_server_mp3_and_pcm_contexts_side_by_side(ws_url):
     assert rate == starts["m"]["sample_rate"]
     # no gapless header in a streamed MP3: the decoder adds the encoder's delay and padding (< 0.1 s)
     assert 0 <= samples / rate - done["m"]["audio_ms"] / 1000 < 0.1
-    assert len(audio_by_ctx["p"]) / 2 / starts["p"]["sample_rate"] == pytest.approx(done["p"]["audio_ms"] / 1000,
-                                                                                    abs=1e-3)
+    assert len(audio_by_ctx["p"]) / 2 / starts["p"]["sample_rate"] == pytest.approx(
+        done["p"]["audio_ms"] / 1000, abs=1e-3
+    )

@@ -24,16 +24,24 @@ async def test_text_flush_end_streams_audio_then_done(ws_url):
     async with connect(ws_url) as ws:
         await send_json(ws, type="text", text="Hello ")
         started = await recv_json(ws)
-        assert started == {"type": "started", "context_id": "default", "sample_rate": started["sample_rate"],
-                           "format": "pcm_s16le"}
+        assert started == {
+            "type": "started",
+            "context_id": "default",
+            "sample_rate": started["sample_rate"],
+            "format": "pcm_s16le",
+        }
         await send_json(ws, type="text", text="world.")
         await send_json(ws, type="flush")
         await send_json(ws, type="text", text=" And again.")
         await send_json(ws, type="end")
         messages, audio = await collect_until(ws, "done")
         assert [m["type"] for m in messages if m["type"] != "timestamps"] == ["flushed", "done"]
-        assert messages[-1] == {"type": "done", "context_id": "default", "audio_ms": messages[-1]["audio_ms"],
-                                "usage": {"characters": 23, "audio_ms": messages[-1]["audio_ms"]}}
+        assert messages[-1] == {
+            "type": "done",
+            "context_id": "default",
+            "audio_ms": messages[-1]["audio_ms"],
+            "usage": {"characters": 23, "audio_ms": messages[-1]["audio_ms"]},
+        }
         assert list(audio) == ["default"] and len(audio["default"]) % 2 == 0
         expected_ms = 1000 * len(audio["default"]) / 2 / started["sample_rate"]
         assert messages[-1]["audio_ms"] > 0 and abs(messages[-1]["audio_ms"] - expected_ms) <= 1
@@ -61,7 +69,9 @@ async def test_cancel_stops_audio(ws_url, http):
         # `flushed` comes first only if all the flushed text's audio was out before the cancel was read
         # (docs/protocol.md); seen once on a loaded 2-core machine with the fast tiny model
         assert [m for m in messages if m["type"] != "timestamps"] in (
-            [cancelled], [{"type": "flushed", "context_id": "default"}, cancelled])
+            [cancelled],
+            [{"type": "flushed", "context_id": "default"}, cancelled],
+        )
         # a new utterance on the same socket: nothing of the cancelled one may arrive before its `started`
         await send_json(ws, type="text", text="Short.")
         await send_json(ws, type="end")
@@ -128,8 +138,12 @@ async def test_client_disconnect_mid_stream(ws_url, http):
         await send_json(ws, type="flush")
         assert (await recv_json(ws))["type"] == "started"
         assert len(await recv_audio(ws)) > 0  # audio is flowing; hang up
-    await wait_for_metrics(http, lambda s: requests_total(s, "websocket", "disconnected") >= before + 1
-                           and metric(s, "uttera_active_streams") == 0)
+    await wait_for_metrics(
+        http,
+        lambda s: (
+            requests_total(s, "websocket", "disconnected") >= before + 1 and metric(s, "uttera_active_streams") == 0
+        ),
+    )
 
 
 async def test_two_sockets_at_once(ws_url):

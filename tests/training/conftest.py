@@ -27,8 +27,9 @@ def synthetic_data(tmp_path_factory):
         dur = rng.integers(2, 9, n).astype(np.int32)
         t = np.arange(int(dur.sum()) * HOP) / 22050
         audio = 0.3 * np.sin(2 * np.pi * (120 + 10 * u) * t) + 0.05 * rng.standard_normal(len(t))
-        items.append({"audio": (audio * 32767).astype(np.int16), "ids": ids, "dur": dur, "text": f"utt {u}",
-                      "match": True})
+        items.append(
+            {"audio": (audio * 32767).astype(np.int16), "ids": ids, "dur": dur, "text": f"utt {u}", "match": True}
+        )
     save_items(synth / "shard_00.npz", items)
     feats = shard_features(synth / "shard_00.npz", MelSpectrogram(VocoderConfig()), "cpu")
     np.savez(feat / "feat_00.npz", **feats)

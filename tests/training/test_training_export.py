@@ -33,10 +33,14 @@ def expected_shapes(c) -> dict[str, tuple[int, ...]]:
     for i in range(c.num_hidden_layers):
         p = f"model.layers.{i}."
         shapes |= {
-            p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
-            p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
-            p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q),
-            p + "mlp.gate_proj.weight": (c.intermediate_size, h), p + "mlp.up_proj.weight": (c.intermediate_size, h),
+            p + "input_layernorm.weight": (h,),
+            p + "post_attention_layernorm.weight": (h,),
+            p + "self_attn.q_proj.weight": (q, h),
+            p + "self_attn.k_proj.weight": (kv, h),
+            p + "self_attn.v_proj.weight": (kv, h),
+            p + "self_attn.o_proj.weight": (h, q),
+            p + "mlp.gate_proj.weight": (c.intermediate_size, h),
+            p + "mlp.up_proj.weight": (c.intermediate_size, h),
             p + "mlp.down_proj.weight": (h, c.intermediate_size),
         }
     return shapes

@@ -2,8 +2,13 @@ import pytest
 import torch
 
 from training.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
-from training.vocoder_losses import (MelLoss, MultiResolutionSTFTLoss, discriminator_loss,
-                                     feature_matching_loss, generator_loss)
+from training.vocoder_losses import (
+    MelLoss,
+    MultiResolutionSTFTLoss,
+    discriminator_loss,
+    feature_matching_loss,
+    generator_loss,
+)
 from vocoder.config import VocoderConfig
 
 

@@ -14,24 +14,27 @@ def test_defaults_are_the_acoustic_analysis():
     assert c.frame_ms == pytest.approx(11.61, abs=0.01)
 
 
-@pytest.mark.parametrize("overrides, match", [
-    ({"lookahead": MAX_LOOKAHEAD + 1}, "lookahead"),
-    ({"lookahead": -1}, "lookahead"),
-    ({"kernel_size": 2, "lookahead": 2}, "smaller than kernel_size"),
-    ({"win_length": 2048}, "win_length"),
-    ({"win_length": 256}, "exceed hop_length"),
-    ({"hop_length": 255}, "even"),
-    ({"f_max": 12000.0}, "f_max"),
-    ({"f_min": 9000.0}, "f_min"),
-    ({"n_mels": 0}, "n_mels"),
-    ({"dim": 1.5}, "dim"),
-    ({"num_layers": True}, "num_layers"),
-    ({"f_max": "8000"}, "f_max"),
-    ({"mel_scale": "mel"}, "mel_scale"),
-    ({"mel_norm": "l2"}, "mel_norm"),
-    ({"log_clamp": 0.0}, "log_clamp"),
-    ({"mag_clip": float("inf")}, "mag_clip"),
-])
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        ({"lookahead": MAX_LOOKAHEAD + 1}, "lookahead"),
+        ({"lookahead": -1}, "lookahead"),
+        ({"kernel_size": 2, "lookahead": 2}, "smaller than kernel_size"),
+        ({"win_length": 2048}, "win_length"),
+        ({"win_length": 256}, "exceed hop_length"),
+        ({"hop_length": 255}, "even"),
+        ({"f_max": 12000.0}, "f_max"),
+        ({"f_min": 9000.0}, "f_min"),
+        ({"n_mels": 0}, "n_mels"),
+        ({"dim": 1.5}, "dim"),
+        ({"num_layers": True}, "num_layers"),
+        ({"f_max": "8000"}, "f_max"),
+        ({"mel_scale": "mel"}, "mel_scale"),
+        ({"mel_norm": "l2"}, "mel_norm"),
+        ({"log_clamp": 0.0}, "log_clamp"),
+        ({"mag_clip": float("inf")}, "mag_clip"),
+    ],
+)
 def test_invalid_configs_raise_typed_errors(overrides, match):
     with pytest.raises(VocoderConfigError, match=match):
         VocoderConfig(**overrides)

@@ -12,7 +12,7 @@ def _parts(rng, lengths, step=4, n_mels=80, pad=0):
     step_mel = torch.from_numpy(rng.standard_normal((len(lengths), 16, n_mels)).astype(np.float32))
     seqs = []
     for row, total in enumerate(lengths):
-        seq = [step_mel[row, at: at + step] for at in range(0, total, step)]
+        seq = [step_mel[row, at : at + step] for at in range(0, total, step)]
         if pad:
             seq.append(np.zeros((pad, n_mels), np.float32))
         seqs.append(seq)
@@ -24,7 +24,7 @@ def _reference(seqs, rows, n, n_mels=80):
     for b, seq in enumerate(seqs):
         at = 0
         for p in seq:
-            batch[b, at: at + p.shape[0]] = p.numpy() if isinstance(p, torch.Tensor) else p
+            batch[b, at : at + p.shape[0]] = p.numpy() if isinstance(p, torch.Tensor) else p
             at += p.shape[0]
     return batch
 

@@ -37,8 +37,10 @@ def test_tone_lands_in_its_mel_band_and_frames_are_aligned():
     wav = torch.sin(2 * math.pi * 2000 * t)
     wav[: hop * 20] = 0  # tone starts exactly at the boundary of frame 20
     out = mel(wav)
-    centres = mel_to_hz(np.linspace(hz_to_mel(np.array([0.0]), "slaney")[0],
-                                    hz_to_mel(np.array([8000.0]), "slaney")[0], 82)[1:-1], "slaney")
+    centres = mel_to_hz(
+        np.linspace(hz_to_mel(np.array([0.0]), "slaney")[0], hz_to_mel(np.array([8000.0]), "slaney")[0], 82)[1:-1],
+        "slaney",
+    )
     assert int(out[:, 30].argmax()) == int(np.abs(centres - 2000).argmin())
     # Frame t spans samples [t * hop - 384, t * hop + 640), centred on hop block t: frame 17 ends
     # 128 samples before the onset and sees nothing, frame 18 overlaps it.
@@ -67,6 +69,5 @@ def test_mel_scales_and_filterbank():
 def test_filterbank_matches_torchaudio_when_available():
     functional = pytest.importorskip("torchaudio.functional")
     ours = mel_filterbank(22050, 1024, 80, 0.0, 8000.0, "slaney", "slaney")
-    theirs = functional.melscale_fbanks(513, 0.0, 8000.0, 80, 22050, norm="slaney",
-                                        mel_scale="slaney").T.numpy()
+    theirs = functional.melscale_fbanks(513, 0.0, 8000.0, 80, 22050, norm="slaney", mel_scale="slaney").T.numpy()
     assert np.allclose(ours, theirs, atol=1e-6)

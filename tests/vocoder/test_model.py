@@ -31,8 +31,7 @@ def test_random_is_deterministic_and_leaves_global_rng_alone():
     assert torch.rand(1) == before
     b = Vocoder.random(tiny_config(), seed=3)
     c = Vocoder.random(tiny_config(), seed=4)
-    for (name, pa), pb, pc in zip(a.state_dict().items(), b.state_dict().values(),
-                                  c.state_dict().values()):
+    for (name, pa), pb, pc in zip(a.state_dict().items(), b.state_dict().values(), c.state_dict().values()):
         assert torch.equal(pa, pb), name
     assert not torch.equal(a.embed.weight, c.embed.weight)
 
@@ -48,7 +47,7 @@ def test_output_before_a_frame_does_not_depend_on_it(lookahead, rng):
     a, b = offline(model, mel), offline(model, changed)
     first = (t - lookahead) * 256 - 384
     assert np.array_equal(a[:first], b[:first])
-    assert not np.allclose(a[first: first + 256], b[first: first + 256])
+    assert not np.allclose(a[first : first + 256], b[first : first + 256])
 
 
 def test_save_load_roundtrip(tmp_path, rng):
@@ -69,8 +68,9 @@ def test_load_errors(tmp_path):
     state["extra"] = torch.zeros(1)
     del state["final_norm.bias"]
     save_file(state, str(weights))
-    with pytest.raises(VocoderCheckpointError,
-                       match=r"missing \['final_norm.bias'\].*unexpected \['extra'\].*embed.weight"):
+    with pytest.raises(
+        VocoderCheckpointError, match=r"missing \['final_norm.bias'\].*unexpected \['extra'\].*embed.weight"
+    ):
         Vocoder.from_dir(tmp_path)
     weights.unlink()
     with pytest.raises(VocoderCheckpointError, match="no vocoder weights"):

@@ -13,8 +13,7 @@ from vocoder.streaming import StreamingVocoder
 MIN_SNR_DB = 80.0  # float32 rounding gives ~120 dB; any logic slip gives < 60 dB
 
 
-def drive(sv: StreamingVocoder, mels: dict, rng: np.random.Generator, max_push: int = 9,
-          p_push: float = 0.6) -> dict:
+def drive(sv: StreamingVocoder, mels: dict, rng: np.random.Generator, max_push: int = 9, p_push: float = 0.6) -> dict:
     """Push random-sized pieces of every stream in interleaved batched steps, then finish all."""
     for sid in mels:
         sv.open(sid)
@@ -25,7 +24,7 @@ def drive(sv: StreamingVocoder, mels: dict, rng: np.random.Generator, max_push: 
         for sid, mel in mels.items():
             if pos[sid] < len(mel) and rng.random() < p_push:
                 k = int(rng.integers(0, max_push + 1))
-                batch[sid] = mel[pos[sid]: pos[sid] + k]
+                batch[sid] = mel[pos[sid] : pos[sid] + k]
                 pos[sid] += len(batch[sid])
                 if pos[sid] == len(mel) and rng.random() < 0.5:
                     finish.append(sid)  # finish in the same step as the last frames
@@ -44,8 +43,7 @@ def drive(sv: StreamingVocoder, mels: dict, rng: np.random.Generator, max_push: 
 def test_streams_equal_offline(lookahead, chunk, first, rng):
     model = Vocoder.random(tiny_config(lookahead=lookahead), seed=lookahead)
     mels = {f"s{i}": random_mel(rng, n) for i, n in enumerate([1, 2, 5, 23, 64, 97])}
-    with StreamingVocoder(model, chunk_frames=chunk, first_chunk_frames=first,
-                          initial_capacity=2) as sv:
+    with StreamingVocoder(model, chunk_frames=chunk, first_chunk_frames=first, initial_capacity=2) as sv:
         got = drive(sv, mels, rng)
     for sid, mel in mels.items():
         ref = offline(model, mel)
@@ -74,7 +72,7 @@ def test_latency_samples_emitted_per_push(lookahead, rng):
     sv.open("a")
     total, fed = 0, 0
     for k in (4, 3, 5, 8, 6):
-        total += len(sv.push("a", mel[fed: fed + k]))
+        total += len(sv.push("a", mel[fed : fed + k]))
         fed += k
         vocoded = fed - sv.pending_frames("a")
         assert total == max(0, (vocoded - lookahead) * 256 - 384)
@@ -147,8 +145,7 @@ def test_step_returns_every_named_stream_and_accepts_tensors(tiny_vocoder, rng):
     sv = StreamingVocoder(tiny_vocoder, chunk_frames=8, first_chunk_frames=8)
     for sid in "abc":
         sv.open(sid)
-    out = sv.step({"a": torch.from_numpy(random_mel(rng, 8)), "b": random_mel(rng, 2)},
-                  finish=["c"])
+    out = sv.step({"a": torch.from_numpy(random_mel(rng, 8)), "b": random_mel(rng, 2)}, finish=["c"])
     assert set(out) == {"a", "b", "c"}
     assert len(out["a"]) > 0 and len(out["b"]) == 0 and len(out["c"]) == 0
     result = sv.submit({"b": random_mel(rng, 6).astype(np.float64)})
@@ -176,12 +173,10 @@ def test_cuda_stream_matches_cpu_offline(rng, no_tf32):
         outs = {sid: [] for sid in mels}
         for t in range(0, 80, 4):
             with torch.cuda.stream(producer):  # the "LM" writes mel on its own stream
-                batch = {sid: torch.from_numpy(m[t: t + 4]).cuda() * 1.0
-                         for sid, m in mels.items() if t < len(m)}
+                batch = {sid: torch.from_numpy(m[t : t + 4]).cuda() * 1.0 for sid, m in mels.items() if t < len(m)}
                 ready = torch.cuda.Event()
                 ready.record(producer)
-            result = sv.submit(batch, finish=[s for s, m in mels.items() if t < len(m) <= t + 4],
-                               after=ready)
+            result = sv.submit(batch, finish=[s for s, m in mels.items() if t < len(m) <= t + 4], after=ready)
             for sid, pcm in result.wait().items():
                 outs[sid].append(pcm)
     for sid, ref in refs.items():
@@ -228,8 +223,9 @@ def test_graph_buckets_equal_offline(lookahead, chunk, first, rng):
     largest bucket run eagerly. Ragged streams, state pool growing mid-run (buckets rebuilt)."""
     model = Vocoder.random(tiny_config(lookahead=lookahead), seed=lookahead)
     mels = {f"s{i}": random_mel(rng, n) for i, n in enumerate([1, 2, 5, 23, 64, 97, 150])}
-    with StreamingVocoder(model, chunk_frames=chunk, first_chunk_frames=first, initial_capacity=2,
-                          static_buckets=True, graph_max_frames=8) as sv:
+    with StreamingVocoder(
+        model, chunk_frames=chunk, first_chunk_frames=first, initial_capacity=2, static_buckets=True, graph_max_frames=8
+    ) as sv:
         got = drive(sv, mels, rng, max_push=12)
         assert sv.graph_passes > 0 and sv.eager_passes > 0  # both paths ran
         assert not sv.cuda_graphs

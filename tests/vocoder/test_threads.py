@@ -35,7 +35,7 @@ def test_steps_from_another_thread_match_offline(tiny_vocoder, rng):
     def worker():
         torch.set_num_threads(1)
         for t in range(0, 50, 4):
-            out.append(sv.push("a", mel[t: t + 4]))
+            out.append(sv.push("a", mel[t : t + 4]))
         out.append(sv.finish("a"))
 
     t = threading.Thread(target=worker)

@@ -26,10 +26,11 @@ async def test_streams_match_offline_vocoding(tiny_vocoder, rng, driver, max_rel
     worker = VocoderWorker(sv, driver=driver, max_relaxed_frames=max_relaxed_frames)
     mels = {f"s{i}": random_mel(rng, n) for i, n in enumerate([5, 37, 64, 90])}
     try:
+
         async def feed(sid, mel, step):
             queue = worker.open(sid)
             for t in range(0, len(mel), step):
-                worker.push(sid, mel[t: t + step])
+                worker.push(sid, mel[t : t + step])
                 await asyncio.sleep(0.001)
             worker.finish(sid)
             return await drain(queue)

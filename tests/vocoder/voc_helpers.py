@@ -16,7 +16,7 @@ def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
     """10 log10(|ref|^2 / |ref - test|^2), in float64; inf when identical."""
     reference = reference.astype(np.float64)
     noise = float(np.sum((reference - test) ** 2))
-    return float("inf") if noise == 0 else float(10 * np.log10(np.sum(reference ** 2) / noise))
+    return float("inf") if noise == 0 else float(10 * np.log10(np.sum(reference**2) / noise))
 
 
 def offline(model: Vocoder, mel: np.ndarray) -> np.ndarray:

@@ -4,8 +4,10 @@ import random
 
 from uttera_server.client import Audio, ContextHandle, ContextResult, Done, Flushed, Timestamps
 
-PARAGRAPH = ("Sure, I can help with that. Your order of three books shipped this morning, and it should arrive "
-             "by Friday. The total was $42.50, including tax. Is there anything else you need today")
+PARAGRAPH = (
+    "Sure, I can help with that. Your order of three books shipped this morning, and it should arrive "
+    "by Friday. The total was $42.50, including tax. Is there anything else you need today"
+)
 
 
 def token_feed(text: str, seed: int = 0) -> list[str]:
@@ -14,7 +16,7 @@ def token_feed(text: str, seed: int = 0) -> list[str]:
     fragments, i = [], 0
     while i < len(text):
         n = rng.randint(1, 6)
-        fragments.append(text[i:i + n])
+        fragments.append(text[i : i + n])
         i += n
     return fragments
 
@@ -54,5 +56,16 @@ def joined(events: list, rest: ContextResult) -> ContextResult:
     return ContextResult(events, b"".join(e.pcm for e in events if isinstance(e, Audio)), rest.final)
 
 
-__all__ = ["PARAGRAPH", "Audio", "Done", "Flushed", "Timestamps", "audio_ms", "check_done", "joined", "kinds",
-           "speak", "token_feed"]
+__all__ = [
+    "PARAGRAPH",
+    "Audio",
+    "Done",
+    "Flushed",
+    "Timestamps",
+    "audio_ms",
+    "check_done",
+    "joined",
+    "kinds",
+    "speak",
+    "token_feed",
+]

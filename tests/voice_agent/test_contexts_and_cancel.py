@@ -13,7 +13,7 @@ TEXTS = [f"Context {i} says hello. It speaks at its own pace, in its own voice, 
 # Run-on sentences with no clause marks: each is one long segment, i.e. one engine request that is
 # still decoding when its first audio arrives, so a cancel has a running request to abort.
 RUN_ON = " ".join(["this reply goes on and on without a pause"] * 6) + ". "
-LONG = (RUN_ON * 4)[:MAX_INPUT_CHARS - 10]
+LONG = (RUN_ON * 4)[: MAX_INPUT_CHARS - 10]
 
 
 def running(samples: dict) -> float:
@@ -60,8 +60,9 @@ async def test_cancel_aborts_the_engine_requests_within_a_second(ws_url, http):
         assert time.monotonic() - cancelled_at < timeout(1.0)
         # the engine aborted what it was decoding for the victim (rather than it having run to its end)
         after_cancel = await read_metrics(http)
-        aborted = (metric(after_cancel, "uttera_engine_requests_finished_total", reason="abort")
-                   - metric(before, "uttera_engine_requests_finished_total", reason="abort"))
+        aborted = metric(after_cancel, "uttera_engine_requests_finished_total", reason="abort") - metric(
+            before, "uttera_engine_requests_finished_total", reason="abort"
+        )
         assert aborted >= 1, "no engine request of the victim was running when the cancel arrived"
         # a probe context on the same socket: nothing of the victim arrives before (or after) its done
         check_done(await speak(client.context("probe"), "Still here.", timeout(60)))

@@ -57,8 +57,7 @@ async def test_flushed_comes_after_the_audio_it_covers_and_before_later_audio(ws
         await ctx.end()
         result = await ctx.collect(timeout(60))
     check_done(result)
-    assert kinds(result) == ["Started", "Audio", "Flushed", "Audio", "Flushed",
-                                                              "Done"]
+    assert kinds(result) == ["Started", "Audio", "Flushed", "Audio", "Flushed", "Done"]
     split = next(i for i, e in enumerate(result.events) if isinstance(e, Flushed))
     before_ms = audio_ms(sum(len(e.pcm) for e in result.events[:split] if isinstance(e, Audio)), result.sample_rate)
     words = result.words
@@ -66,7 +65,7 @@ async def test_flushed_comes_after_the_audio_it_covers_and_before_later_audio(ws
     first_words = [w for w in words if w.char_end <= len(first)]
     assert len(first_words) == len(first.split())
     assert all(w.end_ms <= before_ms + 1 for w in first_words)  # the first part's audio precedes `flushed`
-    assert all(w.start_ms >= before_ms - 1 for w in words[len(first_words):])  # and the second's follows it
+    assert all(w.start_ms >= before_ms - 1 for w in words[len(first_words) :])  # and the second's follows it
 
 
 async def test_flush_of_nothing_is_acknowledged_at_once(ws_url):
@@ -92,7 +91,7 @@ async def test_word_timestamps_cover_every_word_as_written(ws_url):
         done = check_done(result)
         words = result.words
         assert [w.word for w in words] == expected
-        assert all(text[w.char_start:w.char_end] == w.word for w in words)
+        assert all(text[w.char_start : w.char_end] == w.word for w in words)
         assert all(0 <= w.start_ms <= w.end_ms <= done.audio_ms for w in words)
         assert all(a.end_ms <= b.start_ms for a, b in zip(words, words[1:]))
         assert words[-1].end_ms >= done.audio_ms - 500  # the last word ends near the end of the audio

@@ -83,14 +83,21 @@ async def test_too_much_buffered_text_ends_only_that_context(ws_url, http):
         await other.end()
         check_done(await other.collect(timeout(60)))
         assert client.queue("greedy").empty()
-    await wait_for_metrics(http, lambda s: metric(s, "uttera_requests_total", transport="websocket", status="error")
-                           >= metric(before, "uttera_requests_total", transport="websocket", status="error") + 1)
+    await wait_for_metrics(
+        http,
+        lambda s: (
+            metric(s, "uttera_requests_total", transport="websocket", status="error")
+            >= metric(before, "uttera_requests_total", transport="websocket", status="error") + 1
+        ),
+    )
 
 
 async def test_bad_context_parameters_answer_an_error_and_keep_the_socket(ws_url):
     async with await SpeechStreamClient.connect(ws_url) as client:
-        for ctx, code in [(client.context("v", voice="nobody"), "unknown_voice"),
-                          (client.context("s", speed=9), "invalid_speed")]:
+        for ctx, code in [
+            (client.context("v", voice="nobody"), "unknown_voice"),
+            (client.context("s", speed=9), "invalid_speed"),
+        ]:
             await ctx.send_text("Hello.")
             event = await ctx.next_event(timeout(30))
             assert isinstance(event, ContextError) and event.code == code and event.context_id == ctx.id

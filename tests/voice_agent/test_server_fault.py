@@ -74,6 +74,7 @@ def test_engine_not_ready_closes_1013(tmp_path):
     synth = IdleSynthesizer()
     synth.is_ready = lambda: False
     with TestClient(build_app(ServerConfig(model_dir=tmp_path), synth)).websocket_connect(
-            "/v1/audio/speech/stream") as ws:
+        "/v1/audio/speech/stream"
+    ) as ws:
         assert ws.receive_json()["code"] == "engine_not_ready"
         assert ws.receive()["code"] == 1013

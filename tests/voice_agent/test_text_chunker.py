@@ -23,13 +23,13 @@ def test_any_fragmentation_gives_the_segmenter_chunks(sizes):
     fragments, i = [], 0
     while i < len(TEXT):
         n = sizes[len(fragments) % len(sizes)]
-        fragments.append(TEXT[i:i + n])
+        fragments.append(TEXT[i : i + n])
         i += n
     chunker = TextChunker(CONFIG)
     chunks = feed(chunker, fragments) + chunker.flush()
     expected = split_sentences(TEXT, SegmenterConfig(max_chars=80, min_clause_chars=10))
     assert [(c.text, c.start, c.end) for c in chunks] == [(s.text, s.start, s.end) for s in expected]
-    assert all(TEXT[c.start:c.end] == c.text for c in chunks)
+    assert all(TEXT[c.start : c.end] == c.text for c in chunks)
 
 
 def test_a_sentence_is_cut_once_the_next_word_shows():

@@ -39,8 +39,7 @@ def test_skipped_words_and_words_without_phonemes_get_zero_length():
     assert run(SentenceWordClock(LABELS, WORDS, 10), [0, 3, 6]) == [("ab", 10, 10), ("cd", 20, 20)]
     words = [("$", 0, 1), ("ab", 2, 4), ("!", 5, 6)]
     labels = [None, 1, 1, None]  # "$" and "!" have no phoneme of their own
-    assert run(SentenceWordClock(labels, words, 10), [0, 1, 2, 3]) == [("$", 10, 10), ("ab", 10, 30),
-                                                                       ("!", 40, 40)]
+    assert run(SentenceWordClock(labels, words, 10), [0, 1, 2, 3]) == [("$", 10, 10), ("ab", 10, 30), ("!", 40, 40)]
 
 
 def test_misuse_fails_loudly():
@@ -58,10 +57,16 @@ def test_misuse_fails_loudly():
 @settings(max_examples=80, deadline=None)
 @given(st.data())
 def test_every_word_once_in_order_monotonic(data):
-    text = data.draw(st.sampled_from([
-        "I paid $5 to Dr. Smith, then we left.", "Hello world.", "It's 3:30 p.m. on Jan. 5th; see you!",
-        "The iPhone costs $1,299.99 (or so).",
-    ]))
+    text = data.draw(
+        st.sampled_from(
+            [
+                "I paid $5 to Dr. Smith, then we left.",
+                "Hello world.",
+                "It's 3:30 p.m. on Jan. 5th; see you!",
+                "The iPhone costs $1,299.99 (or so).",
+            ]
+        )
+    )
     sentence = data.draw(st.sampled_from(prepare(text)))
     n = len(sentence.phoneme_ids)
     pointers, p = [0], 0
@@ -74,7 +79,7 @@ def test_every_word_once_in_order_monotonic(data):
         timings += clock.step(p)
     timings += clock.finish(len(pointers) * 11.6)
     assert [(w.word, w.char_start, w.char_end) for w in timings] == [tuple(w) for w in sentence.words]
-    assert all(text[w.char_start:w.char_end] == w.word for w in timings)
+    assert all(text[w.char_start : w.char_end] == w.word for w in timings)
     assert all(0 <= w.start_ms <= w.end_ms for w in timings)
     assert all(a.end_ms <= b.start_ms for a, b in zip(timings, timings[1:]))
 

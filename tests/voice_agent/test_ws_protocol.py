@@ -26,9 +26,14 @@ from uttera_server.ws.protocol import SessionLimits, SessionState, SpeechSession
 
 RATE = 16000
 MS = 2 * RATE // 1000  # PCM bytes per ms
-LIMITS = SessionLimits(sample_rate=RATE, voices=frozenset({"default", "other"}), max_buffered_chars=120,
-                       max_contexts=2, idle_timeout_s=10.0,
-                       chunking=ChunkerConfig(max_wait_ms=300, min_chunk_chars=10, max_chars=100))
+LIMITS = SessionLimits(
+    sample_rate=RATE,
+    voices=frozenset({"default", "other"}),
+    max_buffered_chars=120,
+    max_contexts=2,
+    idle_timeout_s=10.0,
+    chunking=ChunkerConfig(max_wait_ms=300, min_chunk_chars=10, max_chars=100),
+)
 
 
 class Clock:
@@ -78,21 +83,29 @@ def pcm(ms: int, value: int = 1) -> bytes:
 
 
 def test_text_flush_end_streams_audio_then_done(p):
-    assert send(p, type="text", text="Hello ") == [StreamOpened("default"), SendMessage(
-        {"type": "started", "context_id": "default", "sample_rate": RATE, "format": "pcm_s16le"})]
+    assert send(p, type="text", text="Hello ") == [
+        StreamOpened("default"),
+        SendMessage({"type": "started", "context_id": "default", "sample_rate": RATE, "format": "pcm_s16le"}),
+    ]
     assert send(p, type="text", text="world") == []  # no boundary yet
     actions = send(p, type="flush")
     (seg,) = segments(actions)
-    assert (seg.context_id, seg.text, seg.voice, seg.speed, seg.text_offset) == ("default", "Hello world", "default",
-                                                                                1.0, 0)
+    assert (seg.context_id, seg.text, seg.voice, seg.speed, seg.text_offset) == (
+        "default",
+        "Hello world",
+        "default",
+        1.0,
+        0,
+    )
     assert kinds(actions) == ["StartSynthesis"]  # flushed waits for the segment's audio
     assert p.audio(seg.id, pcm(50)) == [SendAudio("default", encode_audio_frame("default", pcm(50)))]
     assert send(p, type="end") == []  # the segment is still running
     assert p.audio(seg.id, pcm(50))
     assert p.segment_done(seg.id) == [
         SendMessage({"type": "flushed", "context_id": "default"}),
-        SendMessage({"type": "done", "context_id": "default", "audio_ms": 100,
-                     "usage": {"characters": 11, "audio_ms": 100}}),
+        SendMessage(
+            {"type": "done", "context_id": "default", "audio_ms": 100, "usage": {"characters": 11, "audio_ms": 100}}
+        ),
         StreamClosed("default", Outcome.OK, 0.1),
     ]
     assert p.open_contexts == 0 and p.state is SessionState.OPEN
@@ -133,7 +146,8 @@ def test_segments_pipeline_and_their_audio_never_overlaps(p):
     assert kinds(actions) == ["timestamps", "SendAudio", "StartSynthesis"]
     assert audio_of(actions) == [("default", pcm(20, 2))]
     assert messages(actions)[0]["words"] == [
-        {"word": "Two", "start_ms": 30, "end_ms": 40, "char_start": 13, "char_end": 16}]
+        {"word": "Two", "start_ms": 30, "end_ms": 40, "char_start": 13, "char_end": 16}
+    ]
     third = segments(actions)[0]
     assert third.text == "Three is here."
     assert kinds(p.audio(second.id, pcm(10))) == ["SendAudio"]  # it leads now: sent at once
@@ -182,9 +196,14 @@ def test_timestamps_go_out_before_the_next_audio_or_at_the_segment_end(p):
     p.words(b.id, [WordTiming("gh", 20.6, 30, 10, 12)])
     actions = p.audio(b.id, pcm(10))
     assert kinds(actions) == ["timestamps", "SendAudio"]
-    assert messages(actions)[0] == {"type": "timestamps", "context_id": "default", "words": [
-        {"word": "Ef", "start_ms": 41, "end_ms": 61, "char_start": 7, "char_end": 9},
-        {"word": "gh", "start_ms": 61, "end_ms": 70, "char_start": 10, "char_end": 12}]}
+    assert messages(actions)[0] == {
+        "type": "timestamps",
+        "context_id": "default",
+        "words": [
+            {"word": "Ef", "start_ms": 41, "end_ms": 61, "char_start": 7, "char_end": 9},
+            {"word": "gh", "start_ms": 61, "end_ms": 70, "char_start": 10, "char_end": 12},
+        ],
+    }
     p.words(b.id, [WordTiming("ij", 30, 50, 13, 15)])
     assert kinds(p.segment_done(b.id)) == ["timestamps", "flushed"]
 
@@ -196,9 +215,13 @@ def test_cancel_stops_every_running_segment_before_cancelled(p):
     first, second = segments(send(p, type="text", text="One is here. Two is here. Three"))
     assert p.audio(first.id, pcm(1))
     actions = send(p, type="cancel")
-    assert actions == [ClientCancelled("default"), StopSynthesis(first), StopSynthesis(second),
-                       SendMessage({"type": "cancelled", "context_id": "default"}),
-                       StreamClosed("default", Outcome.CANCELLED, 0.001)]
+    assert actions == [
+        ClientCancelled("default"),
+        StopSynthesis(first),
+        StopSynthesis(second),
+        SendMessage({"type": "cancelled", "context_id": "default"}),
+        StreamClosed("default", Outcome.CANCELLED, 0.001),
+    ]
     assert p.audio(first.id, pcm(1)) == [] and p.audio(second.id, pcm(1)) == []  # raced the cancel
     assert p.words(first.id, [WordTiming("One", 0, 1, 0, 3)]) == []
     assert p.segment_done(first.id) == [] and not p.segment_live(first.id)
@@ -211,8 +234,9 @@ def test_cancel_of_an_unknown_context_is_acknowledged(p):
 
 def test_contexts_are_independent_and_limited(p):
     a = segments(send(p, type="text", text="A is here.", context_id="a") + send(p, type="flush", context_id="a"))[0]
-    b = segments(send(p, type="text", text="B is here.", context_id="b", speed=1.5)
-                 + send(p, type="flush", context_id="b"))[0]
+    b = segments(
+        send(p, type="text", text="B is here.", context_id="b", speed=1.5) + send(p, type="flush", context_id="b")
+    )[0]
     assert b.speed == 1.5 and a.speed == 1.0
     actions = send(p, type="text", text="C.", context_id="c")
     assert [m["code"] for m in messages(actions)] == ["too_many_contexts"] and messages(actions)[0]["context_id"] == "c"
@@ -289,8 +313,9 @@ def test_malformed_message_stops_open_contexts(p):
 ])  # fmt: skip
 def test_bad_parameters_refuse_the_context_but_keep_the_socket(p, extra, code):
     actions = send(p, type="text", text="Hi.", context_id="c", **extra)
-    assert messages(actions) == [{"type": "error", "code": code, "message": messages(actions)[0]["message"],
-                                  "context_id": "c"}]
+    assert messages(actions) == [
+        {"type": "error", "code": code, "message": messages(actions)[0]["message"], "context_id": "c"}
+    ]
     assert actions[-1] == RequestRejected(code)
     assert p.state is SessionState.OPEN and p.open_contexts == 0
 
@@ -431,7 +456,9 @@ def test_the_sans_io_core_imports_no_server_machinery():
     import subprocess
     import sys
 
-    code = ("import sys, uttera_server.ws.protocol, uttera_server.ws.context, uttera_server.ws.actions; "
-            "print(sorted(m for m in ('prometheus_client', 'starlette', 'uvicorn') if m in sys.modules))")
+    code = (
+        "import sys, uttera_server.ws.protocol, uttera_server.ws.context, uttera_server.ws.actions; "
+        "print(sorted(m for m in ('prometheus_client', 'starlette', 'uvicorn') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -35,20 +35,30 @@ class CodecSpec:
 
 
 SPECS: dict[AudioFormat, CodecSpec] = {
-    AudioFormat.MP3: CodecSpec("mp3", "libmp3lame", "audio/mpeg", bit_rate=64_000,
-                               muxer_options=(("id3v2_version", "0"), ("write_xing", "0"))),
+    AudioFormat.MP3: CodecSpec(
+        "mp3", "libmp3lame", "audio/mpeg", bit_rate=64_000, muxer_options=(("id3v2_version", "0"), ("write_xing", "0"))
+    ),
     # Opus runs at 48 kHz (22.05 kHz is not one of its rates); one 20 ms packet per Ogg page so each
     # packet leaves as soon as it is encoded.
-    AudioFormat.OPUS: CodecSpec("ogg", "libopus", "audio/ogg", rate=48_000, bit_rate=32_000,
-                                codec_options=(("frame_duration", "20"), ("application", "audio")),
-                                muxer_options=(("page_duration", "20000"),)),
+    AudioFormat.OPUS: CodecSpec(
+        "ogg",
+        "libopus",
+        "audio/ogg",
+        rate=48_000,
+        bit_rate=32_000,
+        codec_options=(("frame_duration", "20"), ("application", "audio")),
+        muxer_options=(("page_duration", "20000"),),
+    ),
     # 1024-sample blocks (46 ms at 22.05 kHz) rather than FFmpeg's 4608, for time to first byte.
     AudioFormat.FLAC: CodecSpec("flac", "flac", "audio/flac", codec_options=(("frame_size", "1024"),)),
     AudioFormat.AAC: CodecSpec("adts", "aac", "audio/aac", bit_rate=64_000),
     AudioFormat.MULAW: CodecSpec("mulaw", "pcm_mulaw", "audio/basic", rate=8_000),
 }
-MEDIA_TYPES: dict[AudioFormat, str] = {AudioFormat.WAV: "audio/wav", AudioFormat.PCM: "audio/pcm",
-                                       **{f: s.media_type for f, s in SPECS.items()}}
+MEDIA_TYPES: dict[AudioFormat, str] = {
+    AudioFormat.WAV: "audio/wav",
+    AudioFormat.PCM: "audio/pcm",
+    **{f: s.media_type for f, s in SPECS.items()},
+}
 
 
 def output_rate(fmt: AudioFormat, sample_rate: int) -> int:
@@ -125,16 +135,22 @@ class CodecEncoder(StreamEncoder):
         self._sink = _Sink()
         # flush_packets: the muxer hands each packet to the sink at once instead of filling a 32 KiB buffer;
         # bitexact: no random Ogg serial number, no version string, so equal input gives equal bytes.
-        self._container = av.open(self._sink, "w", format=spec.container, options={
-            "flush_packets": "1", "fflags": "+bitexact", **dict(spec.muxer_options)})
-        self._stream = self._container.add_stream(spec.codec, rate=self.sample_rate, layout="mono",
-                                                  options={"flags": "+bitexact", **dict(spec.codec_options)})
+        self._container = av.open(
+            self._sink,
+            "w",
+            format=spec.container,
+            options={"flush_packets": "1", "fflags": "+bitexact", **dict(spec.muxer_options)},
+        )
+        self._stream = self._container.add_stream(
+            spec.codec, rate=self.sample_rate, layout="mono", options={"flags": "+bitexact", **dict(spec.codec_options)}
+        )
         ctx = self._stream.codec_context
         if spec.bit_rate:
             ctx.bit_rate = spec.bit_rate
         ctx.open()  # now ctx.frame_size is the codec's (0 for PCM codecs: any frame size)
-        self._resampler = av.AudioResampler(format=ctx.format, layout="mono", rate=self.sample_rate,
-                                            frame_size=ctx.frame_size or None)
+        self._resampler = av.AudioResampler(
+            format=ctx.format, layout="mono", rate=self.sample_rate, frame_size=ctx.frame_size or None
+        )
         self._container.start_encoding()  # the header, returned by the first `encode` or `flush`
         self._pts = 0  # samples at the source rate fed so far
         self._closed = False

@@ -98,7 +98,5 @@ def word_phonemes(words: list[str], voice: str) -> list[str]:
         espeakbridge.set_voice(voice)
         clauses = _get_phonemes(", ".join(words))
         if len(clauses) != len(words):
-            clauses = [
-                (" ".join(p for p, _, _ in _get_phonemes(w)), "", True) for w in words
-            ]
+            clauses = [(" ".join(p for p, _, _ in _get_phonemes(w)), "", True) for w in words]
     return [unicodedata.normalize("NFD", _LANG_FLAG.sub("", p)).strip() for p, _, _ in clauses]

@@ -88,6 +88,6 @@ def strip_pads(piper_ids: list[int], table: PhonemeTable | None = None) -> list[
     while k < len(piper_ids):
         out.append(piper_ids[k])
         k += 1
-        if piper_ids[k:k + len(pad)] == pad and k < len(piper_ids) - 1:
+        if piper_ids[k : k + len(pad)] == pad and k < len(piper_ids) - 1:
             k += len(pad)
     return out

@@ -12,12 +12,16 @@ _ONES = (
 ).split()
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 _SCALES = (
-    "_ thousand million billion trillion quadrillion quintillion sextillion septillion "
-    "octillion nonillion decillion"
+    "_ thousand million billion trillion quadrillion quintillion sextillion septillion octillion nonillion decillion"
 ).split()
 _ORDINAL_IRREGULAR = {
-    "one": "first", "two": "second", "three": "third", "five": "fifth", "eight": "eighth",
-    "nine": "ninth", "twelve": "twelfth",
+    "one": "first",
+    "two": "second",
+    "three": "third",
+    "five": "fifth",
+    "eight": "eighth",
+    "nine": "ninth",
+    "twelve": "twelfth",
 }
 _FRACTION_NAMES = {2: ("half", "halves"), 4: ("quarter", "quarters")}
 

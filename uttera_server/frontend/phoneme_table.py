@@ -57,8 +57,13 @@ class PhonemeTable:
             voice = data["espeak"]["voice"]  # type: ignore[index]
         raw = data["phoneme_id_map"]
         id_map = {str(k): tuple(int(i) for i in v) for k, v in raw.items()}  # type: ignore[union-attr]
-        return PhonemeTable(str(voice), MappingProxyType(id_map),
-                            str(data.get("pad", "_")), str(data.get("bos", "^")), str(data.get("eos", "$")))
+        return PhonemeTable(
+            str(voice),
+            MappingProxyType(id_map),
+            str(data.get("pad", "_")),
+            str(data.get("bos", "^")),
+            str(data.get("eos", "$")),
+        )
 
 
 @functools.cache

@@ -48,8 +48,14 @@ def teacher_text(sentence: Sentence) -> str:
     return sentence.normalized
 
 
-def prepare(text: str, max_phonemes: int = 400, *, offset: int = 0, allow_empty: bool = False,
-            segmenter: SegmenterConfig | None = None) -> list[Sentence]:
+def prepare(
+    text: str,
+    max_phonemes: int = 400,
+    *,
+    offset: int = 0,
+    allow_empty: bool = False,
+    segmenter: SegmenterConfig | None = None,
+) -> list[Sentence]:
     """Split ``text`` into sentences ready for the model.
 
     Each sentence has at most ``max_phonemes`` ids (^ and $ included); longer ones are cut at a
@@ -68,9 +74,7 @@ def prepare(text: str, max_phonemes: int = 400, *, offset: int = 0, allow_empty:
             sentences += [s for s in _sentences(parts, segment, offset) if _has_phonemes(s)]
     if not sentences and not allow_empty:
         shown = text if len(text) <= 40 else text[:37] + "..."
-        raise NothingToSpeakError(
-            f"nothing to speak in {shown!r}: send text with at least one letter or digit"
-        )
+        raise NothingToSpeakError(f"nothing to speak in {shown!r}: send text with at least one letter or digit")
     return sentences
 
 
@@ -80,8 +84,9 @@ def _has_phonemes(sentence: Sentence) -> bool:
     return len(sentence.phoneme_ids) > len(table.bos_ids) + len(table.eos_ids)
 
 
-def _fit(words: list[SpokenWord], segment: TextSpan, offset: int,
-         max_phonemes: int) -> list[tuple[NormalizedText, Phonemized]]:
+def _fit(
+    words: list[SpokenWord], segment: TextSpan, offset: int, max_phonemes: int
+) -> list[tuple[NormalizedText, Phonemized]]:
     norm = NormalizedText.build(words, segment.text, offset + segment.start)
     result = phonemize(norm)
     if len(result.phoneme_ids) <= max_phonemes:
@@ -91,13 +96,11 @@ def _fit(words: list[SpokenWord], segment: TextSpan, offset: int,
         if len(word.text) < 2:
             raise NothingToSpeakError(f"cannot fit {word.text!r} into {max_phonemes} phonemes")
         half = len(word.text) // 2
-        words = [SpokenWord(word.text[:half], "", word.source),
-                 SpokenWord(word.text[half:], word.punct, word.source)]
+        words = [SpokenWord(word.text[:half], "", word.source), SpokenWord(word.text[half:], word.punct, word.source)]
         cut = 1
     else:
         cut = _cut(words, result, max_phonemes)
-    return (_fit(words[:cut], segment, offset, max_phonemes)
-            + _fit(words[cut:], segment, offset, max_phonemes))
+    return _fit(words[:cut], segment, offset, max_phonemes) + _fit(words[cut:], segment, offset, max_phonemes)
 
 
 def _cut(words: list[SpokenWord], result: Phonemized, budget: int) -> int:
@@ -111,16 +114,17 @@ def _cut(words: list[SpokenWord], result: Phonemized, budget: int) -> int:
         prefix[c] += prefix[c - 1]
     slack = 8  # ^, $, a pause mark and context changes at the cut; re-checked by _fit anyway
     candidates = [c for c in range(1, len(words)) if prefix[c] + slack <= budget] or [1]
-    for wanted in (lambda c: words[c - 1].punct in ",;:" and words[c - 1].punct != "",
-                   lambda c: words[c - 1].source != words[c].source):
+    for wanted in (
+        lambda c: words[c - 1].punct in ",;:" and words[c - 1].punct != "",
+        lambda c: words[c - 1].source != words[c].source,
+    ):
         good = [c for c in candidates if wanted(c)]
         if good:
             return good[-1]
     return candidates[-1]
 
 
-def _sentences(parts: list[tuple[NormalizedText, Phonemized]], segment: TextSpan,
-               offset: int) -> list[Sentence]:
+def _sentences(parts: list[tuple[NormalizedText, Phonemized]], segment: TextSpan, offset: int) -> list[Sentence]:
     base = offset + segment.start
     out: list[Sentence] = []
     for i, (norm, result) in enumerate(parts):
@@ -129,13 +133,15 @@ def _sentences(parts: list[tuple[NormalizedText, Phonemized]], segment: TextSpan
             end = base + len(segment.text)
         else:
             end = max(parts[i + 1][0].source_words[0].start, norm.source_words[-1].end)
-            end = start + len(segment.text[start - base:end - base].rstrip())
-        out.append(Sentence(
-            text=segment.text[start - base:end - base],
-            span=(start, end),
-            normalized=norm.text,
-            phoneme_ids=result.phoneme_ids,
-            phoneme_words=result.phoneme_words,
-            words=list(norm.source_words),
-        ))
+            end = start + len(segment.text[start - base : end - base].rstrip())
+        out.append(
+            Sentence(
+                text=segment.text[start - base : end - base],
+                span=(start, end),
+                normalized=norm.text,
+                phoneme_ids=result.phoneme_ids,
+                phoneme_words=result.phoneme_words,
+                words=list(norm.source_words),
+            )
+        )
     return out

@@ -35,7 +35,7 @@ def ends_text(text: str, pos: int) -> bool:
 
 
 def final_period(text: str, end: int) -> str:
-    """"." if the token ending at ``end`` consumed a period that also ends the text, else ""."""
+    """ "." if the token ending at ``end`` consumed a period that also ends the text, else ""."""
     return "." if end and text[end - 1] == "." and ends_text(text, end) else ""
 
 

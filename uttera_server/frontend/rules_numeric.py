@@ -18,17 +18,11 @@ _SIGN = r"[-\u2212+]?"
 _ISO_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?![\d-])")
 _US_DATE = re.compile(r"(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})(?![\d/])")
 _PHONE = re.compile(r"(?:(\+?1)[ .-])?(\(\d{3}\)|\d{3})[ .-](\d{3})[ .-](\d{4})(?!\d)|(\d{3})-(\d{4})(?![\d-])")
-_TIME = re.compile(
-    r"(\d{1,2}):(\d{2})(?::(\d{2}))?(?!\d)(?:\s?([AaPp])\.?\s?[Mm]\.?(?![^\W\d_]))?"
-)
-_DAY_MONTH = re.compile(
-    rf"(\d{{1,2}})(?:st|nd|rd|th)?(\s+(?:of\s+)?)({MONTH_PATTERN})\.?(?![^\W\d_])"
-)
+_TIME = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?(?!\d)(?:\s?([AaPp])\.?\s?[Mm]\.?(?![^\W\d_]))?")
+_DAY_MONTH = re.compile(rf"(\d{{1,2}})(?:st|nd|rd|th)?(\s+(?:of\s+)?)({MONTH_PATTERN})\.?(?![^\W\d_])")
 _CLOCK = re.compile(r"(\d{1,2})\s?([AaPp])\.?\s?[Mm]\.?(?![^\W\d_])")
 _MAGNITUDE = "|".join(sorted(map(re.escape, MAGNITUDES), key=len, reverse=True))
-_CURRENCY = re.compile(
-    rf"({_SIGN})([$€£¥₹])\s?({_NUM})(?:\.(\d+))?(?:\s?({_MAGNITUDE})(?![^\W\d_]))?"
-)
+_CURRENCY = re.compile(rf"({_SIGN})([$€£¥₹])\s?({_NUM})(?:\.(\d+))?(?:\s?({_MAGNITUDE})(?![^\W\d_]))?")
 _CURRENCY_SUFFIX = re.compile(rf"({_NUM})(?:\.(\d+))?\s?([€£¢])")
 _PERCENT = re.compile(rf"({_SIGN})({_NUM})?(?:\.(\d+))?\s?(%|‰)")
 _DECADE = re.compile(r"(\d{4}|['\u2019]\d{2}|[1-9]0)s(?![^\W\d_])")
@@ -289,7 +283,20 @@ def number(text: str, pos: int) -> Token | None:
 
 
 NUMERIC_RULES: tuple[Rule, ...] = (
-    iso_date, us_date, phone, time_of_day, day_month, clock, currency, currency_suffix, percent, decade,
-    ordinal, fraction, number_range, with_unit, number,
+    iso_date,
+    us_date,
+    phone,
+    time_of_day,
+    day_month,
+    clock,
+    currency,
+    currency_suffix,
+    percent,
+    decade,
+    ordinal,
+    fraction,
+    number_range,
+    with_unit,
+    number,
 )
 """Tried in this order at a position whose character is a digit, sign, '.', quote or currency."""

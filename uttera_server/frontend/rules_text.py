@@ -29,8 +29,11 @@ _URL = re.compile(
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]*[A-Za-z0-9]@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![\w.@-]*\w)")
 _URL_PART = re.compile(r"[A-Za-z]+|\d+|.", re.S)
 _SPECIAL = {
-    "C++": ("C", "plus", "plus"), "C#": ("C", "sharp"), "F#": ("F", "sharp"),
-    "and/or": ("and", "or"), "w/o": ("without",),
+    "C++": ("C", "plus", "plus"),
+    "C#": ("C", "sharp"),
+    "F#": ("F", "sharp"),
+    "and/or": ("and", "or"),
+    "w/o": ("without",),
 }
 _SPECIAL_RE = re.compile(r"(?:C\+\+|C#|F#|and/or|w/o)(?![\w#+])")
 _MONTH_DAY = re.compile(rf"({MONTH_PATTERN})(\.?\s+)(\d{{1,2}})(?:st|nd|rd|th)?(?![\w:/]|[.,]\d)")
@@ -139,7 +142,7 @@ def acronym(text: str, pos: int) -> Token | None:
         letters = [ch.upper() for ch in m[0] if ch != "."]
         return Token(pos, m.end(), tuple(letters), final_period(text, m.end()))
     ch = text[pos]
-    if ch.isupper() and text[pos + 1:pos + 2] == "." and text[pos + 2:pos + 3] in (" ", "\t"):
+    if ch.isupper() and text[pos + 1 : pos + 2] == "." and text[pos + 2 : pos + 3] in (" ", "\t"):
         if next_word_capitalized(text, pos + 2):
             return Token(pos, pos + 2, (ch,))
     return None
@@ -184,7 +187,7 @@ def _cut_long(folded: str) -> list[str]:
         if pieces and len(pieces[-1]) + 1 + len(part) <= MAX_WORD_CHARS:
             pieces[-1] += "-" + part
         else:
-            pieces += [part[i:i + MAX_WORD_CHARS] for i in range(0, len(part), MAX_WORD_CHARS)]
+            pieces += [part[i : i + MAX_WORD_CHARS] for i in range(0, len(part), MAX_WORD_CHARS)]
     return [piece for piece in pieces if piece] or [folded[:MAX_WORD_CHARS]]
 
 

@@ -74,10 +74,10 @@ class Segmenter:
     def __init__(self, config: SegmenterConfig | None = None) -> None:
         self.config = config or SegmenterConfig()
         self.state = SegmenterState.OPEN
-        self._buf = ""      # text from absolute offset self._base on
+        self._buf = ""  # text from absolute offset self._base on
         self._base = 0
-        self._start = 0     # absolute start of the open segment (first non-space char)
-        self._pos = 0       # absolute scan position
+        self._start = 0  # absolute start of the open segment (first non-space char)
+        self._pos = 0  # absolute scan position
         self._alnum = False  # the open segment holds a letter or digit
         self._final = False
 
@@ -111,9 +111,9 @@ class Segmenter:
         raise _Wait
 
     def _emit(self, end: int, next_start: int) -> list[TextSpan]:
-        text = self._buf[self._start - self._base:end - self._base].rstrip()
+        text = self._buf[self._start - self._base : end - self._base].rstrip()
         seg = [TextSpan(text, self._start, self._start + len(text))] if text.strip() else []
-        self._buf = self._buf[next_start - self._base:]
+        self._buf = self._buf[next_start - self._base :]
         self._base = self._start = self._pos = next_start
         self._alnum = False
         return seg
@@ -130,7 +130,7 @@ class Segmenter:
                 return out
             pos = self._pos
             if pos == self._start and ch.isspace():
-                rest = self._buf[pos - self._base:]
+                rest = self._buf[pos - self._base :]
                 skip = len(rest) - len(rest.lstrip())
                 self._start = self._pos = self._base = pos + skip
                 self._buf = rest[skip:]
@@ -193,7 +193,7 @@ class Segmenter:
         return (close_end, close_end)
 
     def _ends_sentence(self, pos: int, run_end: int, nxt: str) -> bool:
-        run = self._buf[pos - self._base:run_end - self._base]
+        run = self._buf[pos - self._base : run_end - self._base]
         if nxt == "" or nxt in _NEWLINES:
             return True
         if nxt.islower():
@@ -205,7 +205,7 @@ class Segmenter:
         word_start = pos
         while word_start > self._start and not self._buf[word_start - 1 - self._base].isspace():
             word_start -= 1
-        word = self._buf[word_start - self._base:pos - self._base].lstrip("\"'([{\u201c\u2018")
+        word = self._buf[word_start - self._base : pos - self._base].lstrip("\"'([{\u201c\u2018")
         if word.isdigit() and word_start == self._start:
             return False  # a list marker: "1. Buy milk"
         entry = ABBREVIATIONS.get(word.lower().rstrip("."))
@@ -218,7 +218,7 @@ class Segmenter:
 
     def _cut_point(self, pos: int) -> tuple[int, int]:
         """Where to cut a segment that reached ``max_chars`` at absolute ``pos``."""
-        text = self._buf[self._start - self._base:pos - self._base]
+        text = self._buf[self._start - self._base : pos - self._base]
         half = len(text) // 2
         for k in range(len(text) - 1, half - 1, -1):
             if text[k] in _CLAUSE_MARKS and k + 1 < len(text) and text[k + 1].isspace():

@@ -62,8 +62,7 @@ class NormalizedText:
     source_index: tuple[int, ...]
 
     @staticmethod
-    def build(words: tuple[SpokenWord, ...] | list[SpokenWord], original: str,
-              offset: int = 0) -> "NormalizedText":
+    def build(words: tuple[SpokenWord, ...] | list[SpokenWord], original: str, offset: int = 0) -> "NormalizedText":
         """Render ``words`` and group their sources into original words.
 
         ``original`` is the text the sources point into, shifted by ``offset`` characters
@@ -89,7 +88,7 @@ class NormalizedText:
             start, end = word.source
             if groups:
                 group_end = groups[-1][1]
-                gap = original[group_end - offset:start - offset]
+                gap = original[group_end - offset : start - offset]
                 same = word.source == prev_source
                 joined = start >= group_end and (gap == "" or (len(gap) == 1 and gap in _CONNECTORS))
                 if same or joined:
@@ -100,7 +99,5 @@ class NormalizedText:
             groups.append([start, end])
             index.append(len(groups) - 1)
             prev_source = word.source
-        source_words = tuple(
-            SourceWord(original[s - offset:e - offset], s, e) for s, e in groups
-        )
+        source_words = tuple(SourceWord(original[s - offset : e - offset], s, e) for s, e in groups)
         return NormalizedText(words, "".join(parts), tuple(offsets), source_words, tuple(index))

@@ -27,9 +27,15 @@ log = logging.getLogger(__name__)
 
 def limited_protocol(config: ServerConfig) -> type[asyncio.Protocol]:
     """The HTTP protocol class for `uvicorn.Config(http=...)` with this configuration's limits."""
-    return type("LimitedHttpToolsProtocol", (LimitedHttpToolsProtocol,),
-                {"header_timeout_s": config.header_timeout_s, "max_header_bytes": config.max_header_bytes,
-                 "max_header_count": config.max_header_count})
+    return type(
+        "LimitedHttpToolsProtocol",
+        (LimitedHttpToolsProtocol,),
+        {
+            "header_timeout_s": config.header_timeout_s,
+            "max_header_bytes": config.max_header_bytes,
+            "max_header_count": config.max_header_count,
+        },
+    )
 
 
 class _Refused(Exception):
@@ -48,8 +54,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._pending_bytes = 0  # bytes received while its headers are awaited
         self._awaiting_headers = True
         self._refusal: UtteraError | None = None
-        self._header_timer: asyncio.TimerHandle | None = self.loop.call_later(self.header_timeout_s,
-                                                                              self._headers_too_slow)
+        self._header_timer: asyncio.TimerHandle | None = self.loop.call_later(
+            self.header_timeout_s, self._headers_too_slow
+        )
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_header_timer()
@@ -119,8 +126,10 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._awaiting_headers = False
         self._stop_header_timer()
         body = json.dumps(error_payload(exc)).encode()
-        head = (f"HTTP/1.1 {exc.http_status} {_REASONS[exc.http_status]}\r\ncontent-type: application/json\r\n"
-                f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode()
+        head = (
+            f"HTTP/1.1 {exc.http_status} {_REASONS[exc.http_status]}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        ).encode()
         self.transport.write(head + body)
         self.transport.close()
 

@@ -34,13 +34,20 @@ def speech_fields(sample_rate: int, max_input_chars: int, voices: list[str]) -> 
         "model": {"type": "string", "description": f"the served model's id, or {MODEL_ALIAS!r}"},
         "input": {"type": "string", "minLength": 1, "maxLength": max_input_chars, "description": "text to speak"},
         "voice": {"type": "string", "enum": voices, "default": DEFAULT_VOICE},
-        "response_format": {"type": "string", "enum": formats, "default": AudioFormat.WAV.value,
-                            "description": f"streamed as it is encoded; sample rates: {rates}"},
+        "response_format": {
+            "type": "string",
+            "enum": formats,
+            "default": AudioFormat.WAV.value,
+            "description": f"streamed as it is encoded; sample rates: {rates}",
+        },
         "speed": {"type": "number", "minimum": MIN_SPEED, "maximum": MAX_SPEED, "default": 1.0},
-        "stream_format": {"type": "string", "enum": [f.value for f in StreamFormat],
-                          "default": StreamFormat.AUDIO.value,
-                          "description": "audio: the encoded audio, chunked; sse: speech.audio.delta events "
-                                         "(base64 audio), then speech.audio.done with usage"},
+        "stream_format": {
+            "type": "string",
+            "enum": [f.value for f in StreamFormat],
+            "default": StreamFormat.AUDIO.value,
+            "description": "audio: the encoded audio, chunked; sse: speech.audio.delta events "
+            "(base64 audio), then speech.audio.done with usage",
+        },
     }
 
 
@@ -50,19 +57,36 @@ ERROR = {"description": "error", "content": {"application/json": {"schema": {"$r
 def _speech_operation(fields: dict, method: str) -> dict:
     audio = {MEDIA_TYPES[f]: {"schema": {"type": "string", "format": "binary"}} for f in AudioFormat}
     audio[SSE_MEDIA_TYPE] = {"schema": {"type": "string"}}
-    op = {"responses": {"200": {"description": "the audio, streamed with chunked transfer (no Content-Length)",
-                                "headers": {"x-sample-rate": {"schema": {"type": "integer"}},
-                                            "x-audio-format": {"schema": {"type": "string"}},
-                                            "x-request-id": {"schema": {"type": "string"}}},
-                                "content": audio},
-                        "400": ERROR, "404": ERROR, "413": ERROR, "503": ERROR}}
+    op = {
+        "responses": {
+            "200": {
+                "description": "the audio, streamed with chunked transfer (no Content-Length)",
+                "headers": {
+                    "x-sample-rate": {"schema": {"type": "integer"}},
+                    "x-audio-format": {"schema": {"type": "string"}},
+                    "x-request-id": {"schema": {"type": "string"}},
+                },
+                "content": audio,
+            },
+            "400": ERROR,
+            "404": ERROR,
+            "413": ERROR,
+            "503": ERROR,
+        }
+    }
     if method == "post":
-        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": {
-            "type": "object", "required": ["model", "input"], "properties": fields}}}}
+        op["requestBody"] = {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"type": "object", "required": ["model", "input"], "properties": fields}}
+            },
+        }
     else:
         op["summary"] = "The same as POST, with the fields as query parameters (model may be left out), for <audio src>"
-        op["parameters"] = [{"name": name, "in": "query", "required": name == "input", "schema": schema}
-                            for name, schema in fields.items()]
+        op["parameters"] = [
+            {"name": name, "in": "query", "required": name == "input", "schema": schema}
+            for name, schema in fields.items()
+        ]
     return op
 
 
@@ -85,17 +109,36 @@ def build(routes, sample_rate: int, max_input_chars: int, voices: list[str], ver
                 op.setdefault("summary", _summary(route.endpoint))
                 paths.setdefault(route.path, {})[method] = op
         elif isinstance(route, Mount):
-            paths[route.path + "/{file}"] = {"get": {"summary": "static files of the playground",
-                                                     "responses": {"200": {"description": "the file"}}}}
+            paths[route.path + "/{file}"] = {
+                "get": {"summary": "static files of the playground", "responses": {"200": {"description": "the file"}}}
+            }
     return {
         "openapi": "3.1.0",
-        "info": {"title": "uttera", "version": version,
-                 "description": "Streaming text-to-speech, OpenAI-compatible (docs/api.md)."},
+        "info": {
+            "title": "uttera",
+            "version": version,
+            "description": "Streaming text-to-speech, OpenAI-compatible (docs/api.md).",
+        },
         "paths": paths,
-        "components": {"schemas": {"Error": {"type": "object", "properties": {"error": {
-            "type": "object", "required": ["code", "message", "type"],
-            "properties": {"code": {"type": "string"}, "message": {"type": "string"},
-                           "type": {"type": "string"}, "param": {"type": ["string", "null"]}}}}}}},
+        "components": {
+            "schemas": {
+                "Error": {
+                    "type": "object",
+                    "properties": {
+                        "error": {
+                            "type": "object",
+                            "required": ["code", "message", "type"],
+                            "properties": {
+                                "code": {"type": "string"},
+                                "message": {"type": "string"},
+                                "type": {"type": "string"},
+                                "param": {"type": ["string", "null"]},
+                            },
+                        }
+                    },
+                }
+            }
+        },
     }
 
 

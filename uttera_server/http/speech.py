@@ -29,7 +29,6 @@ from ..audio.wav import duration_s
 log = logging.getLogger(__name__)
 
 
-
 def error_response(exc: UtteraError, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(error_payload(exc), status_code=exc.http_status, headers=headers)
 
@@ -170,9 +169,13 @@ class SpeechStreamResponse(Response):
 
     def _timings(self, outcome: Outcome, sent: int) -> dict:
         """The `extra=` fields of the request's log line (logs.py): durations in ms, audio in seconds."""
-        return {"outcome": str(outcome), "engine_request_id": self._engine_request_id, "ttfa_ms": self._ttfa_ms,
-                "duration_ms": round(1000 * (time.monotonic() - self.received), 1),
-                "audio_s": round(duration_s(sent, self.state.synth.sample_rate), 3)}
+        return {
+            "outcome": str(outcome),
+            "engine_request_id": self._engine_request_id,
+            "ttfa_ms": self._ttfa_ms,
+            "duration_ms": round(1000 * (time.monotonic() - self.received), 1),
+            "audio_s": round(duration_s(sent, self.state.synth.sample_rate), 3),
+        }
 
     async def _next_chunk(self):
         """The next chunk or None at the end; raises `_Interrupted` on a disconnect or a cancel."""

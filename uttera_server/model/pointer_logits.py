@@ -15,7 +15,6 @@ from vllm.config import VllmConfig
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
 
 
-
 class PointerTrack:
     """One request's pointer state, advanced incrementally from its generated tokens (the same result
     as `pointer_window` on the whole list, without rescanning the dwell every step)."""
@@ -31,7 +30,7 @@ class PointerTrack:
 
     def advance(self, max_dwell: int) -> None:
         outputs = self.outputs
-        for token in outputs[self.seen:]:
+        for token in outputs[self.seen :]:
             if token == self.last:
                 self.dwell = min(self.dwell + 1, max_dwell)
             else:

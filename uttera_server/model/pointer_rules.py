@@ -4,8 +4,9 @@ processor, offline training inference and the plain-PyTorch benchmark baseline (
 from collections.abc import Sequence
 
 
-def pointer_window(tokens: Sequence[int], n_phonemes: int, *, max_advance: int, max_dwell: int,
-                   offset: int = 0) -> tuple[int, int, bool]:
+def pointer_window(
+    tokens: Sequence[int], n_phonemes: int, *, max_advance: int, max_dwell: int, offset: int = 0
+) -> tuple[int, int, bool]:
     """Allowed next pointers `[lo, hi]` (empty when lo > hi) and whether STOP is allowed.
 
     `tokens` are the generated pointer tokens so far (pointer = token - offset). The first pointer is 0;

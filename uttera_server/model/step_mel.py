@@ -37,7 +37,8 @@ class StepMel:
             raise StepMelContractError(
                 f"compute_logits ran twice in one engine step (a {tuple(self._mel.shape)} mel chunk was not "
                 f"taken yet, now {tuple(mel.shape)}): uttera's runner patch needs exactly one compute_logits "
-                "per step, for the sampled rows. Prompt logprobs and speculative decoding are not supported.")
+                "per step, for the sampled rows. Prompt logprobs and speculative decoding are not supported."
+            )
         self._mel = mel
 
     def peek(self) -> torch.Tensor | None:

@@ -86,9 +86,17 @@ class SpeechSynthesizer(Protocol):
         each /metrics scrape and by the admission guard; cheap, never blocks."""
         ...
 
-    def stream(self, text: str, *, voice: str = DEFAULT_VOICE, speed: float = 1.0,
-               request_id: str | None = None, with_timestamps: bool = False,
-               text_offset: int = 0, lead_s: float = 0.0) -> AsyncIterator[AudioChunk | WordTimings]:
+    def stream(
+        self,
+        text: str,
+        *,
+        voice: str = DEFAULT_VOICE,
+        speed: float = 1.0,
+        request_id: str | None = None,
+        with_timestamps: bool = False,
+        text_offset: int = 0,
+        lead_s: float = 0.0,
+    ) -> AsyncIterator[AudioChunk | WordTimings]:
         """Validate now, then return the speech of `text` as an async iterator.
 
         Raises before any audio (so a server can answer 4xx): `errors.EmptyInput`, `InputTooLong` (over

@@ -104,9 +104,13 @@ def _stat_logger_factory(stats: EngineStats):
             if scheduler_stats is None:
                 return
             stats.prefix_cache_hits += scheduler_stats.prefix_cache_stats.hits
-            stats.record_scheduler(engine_idx, scheduler_stats.num_running_reqs,
-                                   scheduler_stats.num_waiting_reqs + scheduler_stats.num_skipped_waiting_reqs,
-                                   scheduler_stats.kv_cache_usage, time.monotonic())
+            stats.record_scheduler(
+                engine_idx,
+                scheduler_stats.num_running_reqs,
+                scheduler_stats.num_waiting_reqs + scheduler_stats.num_skipped_waiting_reqs,
+                scheduler_stats.kv_cache_usage,
+                time.monotonic(),
+            )
 
         def log_engine_initialized(self):
             pass
@@ -126,8 +130,14 @@ class EngineClientSlot:
 
 
 class MelEngine:
-    def __init__(self, model: VoiceModelConfig, config: EngineConfig, *,
-                 engine_vocoder: "EngineVocoderConfig | None" = None, client: EngineClientSlot | None = None):
+    def __init__(
+        self,
+        model: VoiceModelConfig,
+        config: EngineConfig,
+        *,
+        engine_vocoder: "EngineVocoderConfig | None" = None,
+        client: EngineClientSlot | None = None,
+    ):
         self.model = model
         self.config = config
         self.engine_vocoder = engine_vocoder
@@ -158,9 +168,14 @@ class MelEngine:
         args._api_process_rank = self.client.index
         vllm_config = args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
         self._llm = AsyncLLM.from_vllm_config(
-            vllm_config, stat_loggers=loggers, disable_log_stats=False,
-            usage_context=UsageContext.OPENAI_API_SERVER, client_addresses=dict(self.client.addresses),
-            client_count=self.client.count, client_index=self.client.index)
+            vllm_config,
+            stat_loggers=loggers,
+            disable_log_stats=False,
+            usage_context=UsageContext.OPENAI_API_SERVER,
+            client_addresses=dict(self.client.addresses),
+            client_count=self.client.count,
+            client_index=self.client.index,
+        )
 
     def engine_args(self):
         """vLLM's `AsyncEngineArgs` for this model and configuration (patches applied in this process)."""
@@ -239,9 +254,14 @@ class MelEngine:
             self._llm.shutdown(timeout=timeout_s)
             self._llm = None
 
-    async def generate(self, phoneme_ids: list[int], request_id: str | None = None,
-                       deadline: float | None = None, stream_interval: int | None = None,
-                       pcm: "PcmRoute | None" = None) -> AsyncIterator[MelStep]:
+    async def generate(
+        self,
+        phoneme_ids: list[int],
+        request_id: str | None = None,
+        deadline: float | None = None,
+        stream_interval: int | None = None,
+        pcm: "PcmRoute | None" = None,
+    ) -> AsyncIterator[MelStep]:
         """Yield the mel chunks of one utterance (one sentence prompt) as the engine produces them.
 
         `deadline` (time.monotonic()) is when the client runs out of audio without this request: now for
@@ -285,7 +305,7 @@ class MelEngine:
                     voiced_before = max(len(history) - 1, 0)
                     history.extend(completion.token_ids)
                     if pcm is not None:  # every token but the last was consumed by a step that voiced it
-                        for token in history[voiced_before: max(len(history) - 1, 0)]:
+                        for token in history[voiced_before : max(len(history) - 1, 0)]:
                             yield MelStep(pointer=token - m.pointer_offset, mel=None)
                         if out.finished:
                             reason = str(completion.finish_reason)

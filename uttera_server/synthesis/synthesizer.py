@@ -77,8 +77,15 @@ def to_int16(audio: np.ndarray) -> np.ndarray:
 
 
 class Synthesizer:
-    def __init__(self, model_dir: str | Path, engine: EngineConfig, *, max_input_chars: int = 4096,
-                 client: EngineClientSlot | None = None, sink_base: str | None = None):
+    def __init__(
+        self,
+        model_dir: str | Path,
+        engine: EngineConfig,
+        *,
+        max_input_chars: int = 4096,
+        client: EngineClientSlot | None = None,
+        sink_base: str | None = None,
+    ):
         """`client`: this process's slot among several serving processes sharing one engine core
         (frontends.py); `sink_base`: the server's PCM channel base address (pcm_receiver.py), one per
         server, shared by its serving processes."""
@@ -97,8 +104,13 @@ class Synthesizer:
         self.sample_rate = self.model.sample_rate
         self.model_id = f"uttera-{self.model.voice_name}"
         self.voices = {
-            DEFAULT_VOICE: VoiceInfo(DEFAULT_VOICE, self.model.voice_name, self.model.language,
-                                     self.model.description, self.model.random_weights),
+            DEFAULT_VOICE: VoiceInfo(
+                DEFAULT_VOICE,
+                self.model.voice_name,
+                self.model.language,
+                self.model.description,
+                self.model.random_weights,
+            ),
         }
         # Where the vocoder runs: inside the engine's worker (one CUDA context, PCM on the PCM channel)
         # or here, in a VocoderWorker beside the event loop.
@@ -113,9 +125,12 @@ class Synthesizer:
 
             self.sink_base = sink_base or new_sink_base()
             engine_vocoder = EngineVocoderConfig(
-                sink_base=self.sink_base, chunk_frames=engine.vocoder_chunk_frames,
-                first_chunk_frames=engine.first_chunk_frames, cuda_graphs=engine.vocoder_cuda_graphs,
-                max_streams=engine.max_num_seqs)
+                sink_base=self.sink_base,
+                chunk_frames=engine.vocoder_chunk_frames,
+                first_chunk_frames=engine.first_chunk_frames,
+                cuda_graphs=engine.vocoder_cuda_graphs,
+                max_streams=engine.max_num_seqs,
+            )
         self._engine = MelEngine(self.model, engine, engine_vocoder=engine_vocoder, client=client)
         self._worker = None
         self._ids = itertools.count()
@@ -141,8 +156,14 @@ class Synthesizer:
         # caches (the first request after start took ~0.9 s to its first byte, later ones ~70 ms).
         async for _ in self.stream("Warm up."):
             pass
-        log.info("engine ready: model %s (%s), vocoder %s, %s scheduling, GIL switch interval %.2f ms",
-                 self.model.path, self.model_id, described, c.scheduling, 1000 * sys.getswitchinterval())
+        log.info(
+            "engine ready: model %s (%s), vocoder %s, %s scheduling, GIL switch interval %.2f ms",
+            self.model.path,
+            self.model_id,
+            described,
+            c.scheduling,
+            1000 * sys.getswitchinterval(),
+        )
 
     async def _start_vocoder_worker(self) -> str:
         """The serving process's own vocoder (`vocoder_process="frontend"`); returns where it runs."""
@@ -157,17 +178,25 @@ class Synthesizer:
         graphs = self.vocoder_device != "cpu" and c.vocoder_cuda_graphs
         # With CUDA graphs: a state slot per engine sequence from the start (growing the pool reallocates
         # it, which makes every captured graph stale), and the graphs captured before the first request.
-        streaming = StreamingVocoder(vocoder, chunk_frames=c.vocoder_chunk_frames,
-                                     first_chunk_frames=c.first_chunk_frames, device=self.vocoder_device,
-                                     initial_capacity=c.max_num_seqs + 1 if graphs else 8, cuda_graphs=graphs)
+        streaming = StreamingVocoder(
+            vocoder,
+            chunk_frames=c.vocoder_chunk_frames,
+            first_chunk_frames=c.first_chunk_frames,
+            device=self.vocoder_device,
+            initial_capacity=c.max_num_seqs + 1 if graphs else 8,
+            cuda_graphs=graphs,
+        )
         if streaming.cuda_graphs:
             t0 = time.monotonic()
             graphs = await asyncio.to_thread(streaming.capture_graphs, c.max_num_seqs)
             log.info("vocoder: %d CUDA graphs captured in %.1f s", graphs, time.monotonic() - t0)
         # On CPU a big vocoder batch takes tens of ms: cap the non-urgent work of a pass (see VocoderWorker).
-        self._worker = VocoderWorker(streaming, deadline_first=c.scheduling == "deadline",
-                                     max_relaxed_frames=2 * c.vocoder_chunk_frames if self.vocoder_device == "cpu" else None,
-                                     driver=c.vocoder_driver)
+        self._worker = VocoderWorker(
+            streaming,
+            deadline_first=c.scheduling == "deadline",
+            max_relaxed_frames=2 * c.vocoder_chunk_frames if self.vocoder_device == "cpu" else None,
+            driver=c.vocoder_driver,
+        )
         return f"on {self.vocoder_device}{' (CUDA graphs)' if streaming.cuda_graphs else ''} in the server"
 
     async def close(self) -> None:
@@ -207,9 +236,17 @@ class Synthesizer:
         check_speed(speed)
         check_text(text, self.max_input_chars)
 
-    def stream(self, text: str, *, voice: str = DEFAULT_VOICE, speed: float = 1.0,
-               request_id: str | None = None, with_timestamps: bool = False,
-               text_offset: int = 0, lead_s: float = 0.0) -> AsyncIterator[AudioChunk | WordTimings]:
+    def stream(
+        self,
+        text: str,
+        *,
+        voice: str = DEFAULT_VOICE,
+        speed: float = 1.0,
+        request_id: str | None = None,
+        with_timestamps: bool = False,
+        text_offset: int = 0,
+        lead_s: float = 0.0,
+    ) -> AsyncIterator[AudioChunk | WordTimings]:
         """Validate now, then return the audio of `text` as an async iterator of chunks.
 
         With `with_timestamps`, `WordTimings` items are interleaved with the chunks: every word of `text`
@@ -222,8 +259,9 @@ class Synthesizer:
         if not self.is_ready():
             raise EngineNotReady()
         deadline = PlaybackDeadline(arrival=time.monotonic(), lead_s=max(0.0, float(lead_s)))
-        return self._generate(text, text_offset, float(speed), request_id or uuid.uuid4().hex, with_timestamps,
-                              deadline)
+        return self._generate(
+            text, text_offset, float(speed), request_id or uuid.uuid4().hex, with_timestamps, deadline
+        )
 
     def _sentences(self, text: str, text_offset: int) -> list:
         """The text frontend (normalize, g2p): milliseconds for a long text, so it runs off the loop."""
@@ -237,14 +275,22 @@ class Synthesizer:
             raise EmptyInput("nothing to speak in the input")
         return sentences
 
-    async def _generate(self, text: str, text_offset: int, speed: float, request_id: str, with_timestamps: bool,
-                        deadline: PlaybackDeadline) -> AsyncIterator[AudioChunk | WordTimings]:
+    async def _generate(
+        self,
+        text: str,
+        text_offset: int,
+        speed: float,
+        request_id: str,
+        with_timestamps: bool,
+        deadline: PlaybackDeadline,
+    ) -> AsyncIterator[AudioChunk | WordTimings]:
         """Raises `EmptyInput` before anything else when the text has nothing to speak."""
         sentences = await asyncio.to_thread(self._sentences, text, text_offset)
         opened: list[str] = []
         handoff: asyncio.Queue = asyncio.Queue()  # (sentence index, pcm queue) or an exception
-        producer = asyncio.create_task(self._produce(sentences, speed, request_id, handoff, opened,
-                                                     with_timestamps, deadline))
+        producer = asyncio.create_task(
+            self._produce(sentences, speed, request_id, handoff, opened, with_timestamps, deadline)
+        )
         samples = 0  # yielded so far: the start of the next sentence's audio
         last_span = None  # a word cut in two by a long-sentence split is reported once
         try:
@@ -262,8 +308,11 @@ class Synthesizer:
                         for w in pcm:
                             if (w.char_start, w.char_end) != last_span:
                                 last_span = (w.char_start, w.char_end)
-                                words.append(WordTiming(w.word, base_ms + w.start_ms, base_ms + w.end_ms,
-                                                        w.char_start, w.char_end))
+                                words.append(
+                                    WordTiming(
+                                        w.word, base_ms + w.start_ms, base_ms + w.end_ms, w.char_start, w.char_end
+                                    )
+                                )
                         if words:
                             yield WordTimings(tuple(words), index)
                         continue
@@ -291,8 +340,16 @@ class Synthesizer:
         else:
             self._worker.cancel(sid)
 
-    async def _produce(self, sentences, speed, request_id, handoff: asyncio.Queue, opened: list[str],
-                       with_timestamps: bool, deadline: PlaybackDeadline) -> None:
+    async def _produce(
+        self,
+        sentences,
+        speed,
+        request_id,
+        handoff: asyncio.Queue,
+        opened: list[str],
+        with_timestamps: bool,
+        deadline: PlaybackDeadline,
+    ) -> None:
         """Run the engine for each sentence in turn; mel goes to the vocoder (here, or in the engine),
         which delivers PCM to the sentence's queue, and word timings go straight to the same queue (so
         they precede their audio). Any failure reaches the consumer: on the sentence's queue once it

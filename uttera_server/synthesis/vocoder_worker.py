@@ -62,8 +62,16 @@ class _Pace:
 
 
 class VocoderWorker:
-    def __init__(self, vocoder: StreamingVocoder, *, torch_threads: int = 1, deadline_first: bool = True,
-                 urgent_margin_s: float = 0.05, max_relaxed_frames: int | None = None, driver: str = "thread"):
+    def __init__(
+        self,
+        vocoder: StreamingVocoder,
+        *,
+        torch_threads: int = 1,
+        deadline_first: bool = True,
+        urgent_margin_s: float = 0.05,
+        max_relaxed_frames: int | None = None,
+        driver: str = "thread",
+    ):
         if driver not in VOCODER_DRIVERS:
             raise ValueError(f"driver must be one of {', '.join(VOCODER_DRIVERS)}, got {driver!r}")
         self.vocoder = vocoder

@@ -82,6 +82,14 @@ class Close:
 
 
 Action = (
-    SendMessage | SendAudio | StartSynthesis | StopSynthesis | StreamOpened | StreamClosed | RequestRejected
-    | Underrun | ClientCancelled | Close
+    SendMessage
+    | SendAudio
+    | StartSynthesis
+    | StopSynthesis
+    | StreamOpened
+    | StreamClosed
+    | RequestRejected
+    | Underrun
+    | ClientCancelled
+    | Close
 )

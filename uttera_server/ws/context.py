@@ -70,8 +70,9 @@ class _Work:
 
     def move(self, expected: SegmentState, to: SegmentState) -> None:
         if self.state is not expected:
-            raise RuntimeError(f"segment {self.segment.id}: expected {expected.name} to move to {to.name}, "
-                               f"but it is {self.state.name}")
+            raise RuntimeError(
+                f"segment {self.segment.id}: expected {expected.name} to move to {to.name}, but it is {self.state.name}"
+            )
         self.state = to
 
 
@@ -80,8 +81,15 @@ class _FlushMark:
 
 
 class ContextStream:
-    def __init__(self, context_id: str, voice: str, speed: float, config: ContextConfig,
-                 new_segment_id: Callable[[], int], audio_format: AudioFormat = AudioFormat.PCM):
+    def __init__(
+        self,
+        context_id: str,
+        voice: str,
+        speed: float,
+        config: ContextConfig,
+        new_segment_id: Callable[[], int],
+        audio_format: AudioFormat = AudioFormat.PCM,
+    ):
         self.id = context_id
         self.audio_format = audio_format
         self.encoder = open_encoder(audio_format, config.sample_rate)
@@ -115,7 +123,9 @@ class ContextStream:
     @property
     def unspoken_chars(self) -> int:
         """Text received that has not been synthesized to the end yet."""
-        queued = sum(len(w.segment.text) for w in self._work if isinstance(w, _Work) and w.state is not SegmentState.DONE)
+        queued = sum(
+            len(w.segment.text) for w in self._work if isinstance(w, _Work) and w.state is not SegmentState.DONE
+        )
         return self._chunker.pending_chars + queued
 
     @property
@@ -206,8 +216,19 @@ class ContextStream:
     def _segments(self, chunks) -> list[_Work]:
         out = []
         for c in chunks:
-            out.append(_Work(Segment(self._new_segment_id(), self.id, c.text, self.voice, self.speed,
-                                     text_offset=c.start, since=c.since)))
+            out.append(
+                _Work(
+                    Segment(
+                        self._new_segment_id(),
+                        self.id,
+                        c.text,
+                        self.voice,
+                        self.speed,
+                        text_offset=c.start,
+                        since=c.since,
+                    )
+                )
+            )
             self.any_segment = True
         return out
 
@@ -267,7 +288,9 @@ class ContextStream:
         if not work.words:
             return []
         base_ms = 1000 * duration_s(work.base_bytes, self.config.sample_rate)
-        words = [WordTiming(w.word, round(base_ms + w.start_ms), round(base_ms + w.end_ms), w.char_start,
-                            w.char_end) for w in work.words]
+        words = [
+            WordTiming(w.word, round(base_ms + w.start_ms), round(base_ms + w.end_ms), w.char_start, w.char_end)
+            for w in work.words
+        ]
         work.words.clear()
         return [SendMessage(wire.timestamps(self.id, words))]

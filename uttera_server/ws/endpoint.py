@@ -66,8 +66,9 @@ def session_limits(state: AppState, idle_timeout_s: float) -> SessionLimits:
         max_buffered_chars=c.ws_buffer_chars,
         max_contexts=c.ws_max_contexts,
         idle_timeout_s=idle_timeout_s,
-        chunking=ChunkerConfig(max_wait_ms=c.ws_max_wait_ms, min_chunk_chars=min(c.ws_min_chunk_chars, max_chars),
-                               max_chars=max_chars),
+        chunking=ChunkerConfig(
+            max_wait_ms=c.ws_max_wait_ms, min_chunk_chars=min(c.ws_min_chunk_chars, max_chars), max_chars=max_chars
+        ),
         max_held_bytes=c.ws_outbox_high_bytes,
     )
 
@@ -255,9 +256,15 @@ class SpeechStreamSession:
         engine_request_id = f"ws-{logs.request_id.get() or self.id}-{segment.id}"
         try:
             try:
-                chunks = synth.stream(segment.text, voice=segment.voice, speed=segment.speed,
-                                      request_id=engine_request_id, with_timestamps=True,
-                                      text_offset=segment.text_offset, lead_s=proto.lead_s(segment.id))
+                chunks = synth.stream(
+                    segment.text,
+                    voice=segment.voice,
+                    speed=segment.speed,
+                    request_id=engine_request_id,
+                    with_timestamps=True,
+                    text_offset=segment.text_offset,
+                    lead_s=proto.lead_s(segment.id),
+                )
             except EmptyInput:
                 pass  # nothing speakable in this piece ("--", an emoji): it has no audio
             except Exception as e:
@@ -291,9 +298,16 @@ class SpeechStreamSession:
             else:
                 metrics.synthesis_completed(time.monotonic() - started, duration_s(sent, synth.sample_rate))
                 self._apply(proto.segment_done(segment.id))
-                log.info("segment %d done", segment.id, extra={
-                    "engine_request_id": engine_request_id, "ttfa_ms": ttfa_ms, "audio_s": round(duration_s(
-                        sent, synth.sample_rate), 3), "duration_ms": round(1000 * (time.monotonic() - started), 1)})
+                log.info(
+                    "segment %d done",
+                    segment.id,
+                    extra={
+                        "engine_request_id": engine_request_id,
+                        "ttfa_ms": ttfa_ms,
+                        "audio_s": round(duration_s(sent, synth.sample_rate), 3),
+                        "duration_ms": round(1000 * (time.monotonic() - started), 1),
+                    },
+                )
                 self._progress.set()
                 self._progress = asyncio.Event()
         except OutboxClosed:

@@ -59,8 +59,9 @@ def parse_idle_timeout(query: dict[str, str], server_max_s: float) -> float:
     except ValueError:
         value = float("nan")
     if not 0 < value <= server_max_s:  # also refuses nan
-        raise InvalidType(f"idle_timeout_s must be a number of seconds in (0, {server_max_s:g}], got {raw!r}",
-                          param="idle_timeout_s")
+        raise InvalidType(
+            f"idle_timeout_s must be a number of seconds in (0, {server_max_s:g}], got {raw!r}", param="idle_timeout_s"
+        )
     return value
 
 
@@ -124,8 +125,12 @@ def flushed(context_id: str) -> dict:
 
 
 def done(context_id: str, audio_ms: int, characters: int) -> dict:
-    return {"type": "done", "context_id": context_id, "audio_ms": audio_ms,
-            "usage": {"characters": characters, "audio_ms": audio_ms}}
+    return {
+        "type": "done",
+        "context_id": context_id,
+        "audio_ms": audio_ms,
+        "usage": {"characters": characters, "audio_ms": audio_ms},
+    }
 
 
 def cancelled(context_id: str) -> dict:

@@ -226,8 +226,10 @@ class SpeechSessionProtocol:
                 ctx = self._open(msg)
             except UtteraError as e:
                 return [SendMessage(wire.error(e, msg.context_id)), RequestRejected(e.code)]
-            actions += [StreamOpened(ctx.id), SendMessage(wire.started(ctx.id, ctx.encoder.sample_rate,
-                                                                        ctx.format_name))]
+            actions += [
+                StreamOpened(ctx.id),
+                SendMessage(wire.started(ctx.id, ctx.encoder.sample_rate, ctx.format_name)),
+            ]
         else:
             problem = self._conflict(ctx, msg)
             if problem is not None:
@@ -297,10 +299,12 @@ class SpeechSessionProtocol:
     def _conflict(ctx: ContextStream, msg: wire.ClientMessage) -> str | None:
         if ctx.state is ContextState.ENDING:
             return f"context {ctx.id!r} is ending: wait for its done message before sending text to it"
-        if ((msg.voice is not None and msg.voice != ctx.voice) or (msg.speed is not None and msg.speed != ctx.speed)
-                or (msg.format is not None and msg.format != ctx.audio_format.value)):
-            return (f"voice, speed and format of context {ctx.id!r} are set by its first text message and "
-                    f"cannot change")
+        if (
+            (msg.voice is not None and msg.voice != ctx.voice)
+            or (msg.speed is not None and msg.speed != ctx.speed)
+            or (msg.format is not None and msg.format != ctx.audio_format.value)
+        ):
+            return f"voice, speed and format of context {ctx.id!r} are set by its first text message and cannot change"
         return None
 
     def _after(self, ctx: ContextStream, actions: list[Action]) -> list[Action]:
@@ -315,8 +319,9 @@ class SpeechSessionProtocol:
                 actions += self._close_if_drained()
         return actions
 
-    def _end(self, ctx: ContextStream, outcome: Outcome, notice: dict | None = None, *, may_close: bool = True
-             ) -> list[Action]:
+    def _end(
+        self, ctx: ContextStream, outcome: Outcome, notice: dict | None = None, *, may_close: bool = True
+    ) -> list[Action]:
         """Remove `ctx`: stop its synthesis (which drops its queued audio), then send `notice`, then count
         it; while draining, close the socket after the last context unless `may_close` is False."""
         actions: list[Action] = list(ctx.stop())
