@@ -53,8 +53,13 @@ from benchmarks.loop import closed_loop  # noqa: E402
 from benchmarks.playback import RequestRecord  # noqa: E402
 from benchmarks.stats import by_kind, summarize  # noqa: E402
 
-NAMES = {"a": "a sequential PyTorch, no vLLM", "b": "b engine, vocode after", "c": "c vocoder on default stream",
-         "d": "d ours (streaming, batched)", "e": "e engine only, no vocoder"}
+NAMES = {
+    "a": "a sequential PyTorch, no vLLM",
+    "b": "b engine, vocode after",
+    "c": "c vocoder on default stream",
+    "d": "d ours (streaming, batched)",
+    "e": "e engine only, no vocoder",
+}
 
 
 def single_thread_pool(name: str, device: str) -> concurrent.futures.ThreadPoolExecutor:
@@ -110,8 +115,12 @@ class Pipelines:
         from vocoder.model import Vocoder
         from vocoder.streaming import StreamingVocoder
 
-        sv = StreamingVocoder(Vocoder.from_dir(self.args.model / "vocoder"), chunk_frames=self.cfg.vocoder_chunk_frames,
-                              first_chunk_frames=self.cfg.first_chunk_frames, device="cuda")
+        sv = StreamingVocoder(
+            Vocoder.from_dir(self.args.model / "vocoder"),
+            chunk_frames=self.cfg.vocoder_chunk_frames,
+            first_chunk_frames=self.cfg.first_chunk_frames,
+            device="cuda",
+        )
         if not own_stream:
             sv._stream = torch.cuda.default_stream(sv.device)  # (c): serialised with default-stream work
         return VocoderWorker(sv, deadline_first=self.cfg.scheduling == "deadline", driver=self.cfg.vocoder_driver)
@@ -202,8 +211,13 @@ class Pipelines:
         return rec
 
     def session_factory(self, variant: str):
-        fn = {"a": self.request_a, "b": self.request_b, "e": self.request_e,
-              "c": lambda t, k: self.request_d(t, k, "c"), "d": self.request_d}[variant]
+        fn = {
+            "a": self.request_a,
+            "b": self.request_b,
+            "e": self.request_e,
+            "c": lambda t, k: self.request_d(t, k, "c"),
+            "d": self.request_d,
+        }[variant]
 
         class Session:
             request = staticmethod(fn)
@@ -250,11 +264,17 @@ async def record_timeline(p: Pipelines, c: int, a, seconds: float = 4.0) -> dict
     gaps = [1000 * (b - a_) for a_, b in zip(steps, steps[1:])]
     gaps.sort()
     busy = sum(b1 - b0 for b0, b1, _ in batches) / max(steps[-1] - steps[0], 1e-9)
-    return {"png": str(png.name), "concurrency": c, "steps": len(steps), "vocoder_batches": len(batches),
-            "vocoder_busy_fraction": round(busy, 3),
-            "step_gap_ms_p50": round(gaps[len(gaps) // 2], 3), "step_gap_ms_p99": round(gaps[int(0.99 * (len(gaps) - 1))], 3),
-            "batches_in_window": len(in_window),
-            "mean_streams_per_batch": round(sum(n for *_, n in batches) / len(batches), 2)}
+    return {
+        "png": str(png.name),
+        "concurrency": c,
+        "steps": len(steps),
+        "vocoder_batches": len(batches),
+        "vocoder_busy_fraction": round(busy, 3),
+        "step_gap_ms_p50": round(gaps[len(gaps) // 2], 3),
+        "step_gap_ms_p99": round(gaps[int(0.99 * (len(gaps) - 1))], 3),
+        "batches_in_window": len(in_window),
+        "mean_streams_per_batch": round(sum(n for *_, n in batches) / len(batches), 2),
+    }
 
 
 async def run(a) -> tuple[list[dict], dict]:
@@ -283,8 +303,9 @@ async def run(a) -> tuple[list[dict], dict]:
                         p.synth._worker = p.workers[variant]
                     st = p.engine.stats
                     n0, s0 = st.busy_steps, st.busy_step_s
-                    recs, wall, _ = await closed_loop(p.session_factory(variant), c, a.duration / a.rounds,
-                                                      a.seed + 7919 * r)
+                    recs, wall, _ = await closed_loop(
+                        p.session_factory(variant), c, a.duration / a.rounds, a.seed + 7919 * r
+                    )
                     steps[variant][0] += st.busy_steps - n0
                     steps[variant][1] += st.busy_step_s - s0
                     records[variant] += recs
@@ -296,19 +317,31 @@ async def run(a) -> tuple[list[dict], dict]:
                     continue
                 recs = records[variant]
                 n, secs = steps[variant]
-                row = {"variant": variant, "concurrency": c, **summarize(recs, walls[variant]), "by_kind": by_kind(recs),
-                       "step_ms_mean": round(1000 * secs / n, 3) if n and variant != "a" else None,
-                       "loadavg_end": machine.loadavg()}
+                row = {
+                    "variant": variant,
+                    "concurrency": c,
+                    **summarize(recs, walls[variant]),
+                    "by_kind": by_kind(recs),
+                    "step_ms_mean": round(1000 * secs / n, 3) if n and variant != "a" else None,
+                    "loadavg_end": machine.loadavg(),
+                }
                 rows.append(row)
-                print(f"  {NAMES[variant]} C={c}: TTFA p50 {row['ttfa_ms_p50']} ms p99 {row['ttfa_ms_p99']} ms, "
-                      f"{row['audio_s_per_s']} audio-s/s, underruns {row['underruns']}, errors {row['errors']}, "
-                      f"step {row['step_ms_mean']} ms", flush=True)
+                print(
+                    f"  {NAMES[variant]} C={c}: TTFA p50 {row['ttfa_ms_p50']} ms p99 {row['ttfa_ms_p99']} ms, "
+                    f"{row['audio_s_per_s']} audio-s/s, underruns {row['underruns']}, errors {row['errors']}, "
+                    f"step {row['step_ms_mean']} ms",
+                    flush=True,
+                )
         if a.timeline:
             info["timeline"] = await record_timeline(p, max(a.concurrency), a)
     finally:
-        info.update({"engine_dtype": str(getattr(p, "engine_dtype", "?")).removeprefix("torch."),
-                     "engine_config": repr(getattr(p, "cfg", None)),
-                     "vocoder_device": getattr(p.synth, "vocoder_device", "?") if hasattr(p, "synth") else "?"})
+        info.update(
+            {
+                "engine_dtype": str(getattr(p, "engine_dtype", "?")).removeprefix("torch."),
+                "engine_config": repr(getattr(p, "cfg", None)),
+                "vocoder_device": getattr(p.synth, "vocoder_device", "?") if hasattr(p, "synth") else "?",
+            }
+        )
         await p.close()
     add_ratios(rows)
     return rows, info
@@ -319,7 +352,13 @@ def add_ratios(rows: list[dict]) -> None:
     bare = {r["concurrency"]: r for r in rows if r["variant"] == "e" and "na" not in r}
     for r in rows:
         e = bare.get(r["concurrency"])
-        if "na" not in r and e is not None and r["variant"] in "bcd" and r.get("step_ms_mean") and e.get("step_ms_mean"):
+        if (
+            "na" not in r
+            and e is not None
+            and r["variant"] in "bcd"
+            and r.get("step_ms_mean")
+            and e.get("step_ms_mean")
+        ):
             r["step_vs_e"] = round(r["step_ms_mean"] / e["step_ms_mean"], 3)
         d = ours.get(r["concurrency"])
         if "na" in r or d is None:
@@ -329,8 +368,10 @@ def add_ratios(rows: list[dict]) -> None:
 
 
 def print_table(rows: list[dict]) -> None:
-    head = (f"{'variant':<32} {'C':>3} {'req':>4} {'TTFA50':>8} {'TTFA99':>8} {'aud/s':>6} {'undr':>5} "
-            f"{'50 vs d':>8} {'99 vs d':>8} {'aud/s vs d':>10} {'step ms':>8} {'step vs e':>9}")
+    head = (
+        f"{'variant':<32} {'C':>3} {'req':>4} {'TTFA50':>8} {'TTFA99':>8} {'aud/s':>6} {'undr':>5} "
+        f"{'50 vs d':>8} {'99 vs d':>8} {'aud/s vs d':>10} {'step ms':>8} {'step vs e':>9}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -338,19 +379,24 @@ def print_table(rows: list[dict]) -> None:
             print(f"{NAMES[r['variant']]:<32} {r['concurrency']:>3} {r['na']}")
             continue
         f = lambda v, s=".1f": "-" if v is None else format(v, s)  # noqa: E731
-        print(f"{NAMES[r['variant']]:<32} {r['concurrency']:>3} {r['requests']:>4} {f(r['ttfa_ms_p50']):>8} "
-              f"{f(r['ttfa_ms_p99']):>8} {f(r['audio_s_per_s'], '.2f'):>6} {r['underruns']:>5} "
-              f"{f(r.get('ttfa_ms_p50_vs_d'), '.2f'):>8} {f(r.get('ttfa_ms_p99_vs_d'), '.2f'):>8} "
-              f"{f(r.get('audio_s_per_s_vs_d'), '.2f'):>10} {f(r.get('step_ms_mean'), '.2f'):>8} "
-              f"{f(r.get('step_vs_e'), '.3f'):>9}")
-    print("TTFA in ms (first audio of a request); aud/s = audio seconds per second; undr = playback underruns; "
-          "'vs d' = ratio to (d) at the same C (TTFA: lower is better; aud/s: higher is better); step = engine "
-          "step time under load; 'step vs e' = LM step-time inflation against the engine alone")
+        print(
+            f"{NAMES[r['variant']]:<32} {r['concurrency']:>3} {r['requests']:>4} {f(r['ttfa_ms_p50']):>8} "
+            f"{f(r['ttfa_ms_p99']):>8} {f(r['audio_s_per_s'], '.2f'):>6} {r['underruns']:>5} "
+            f"{f(r.get('ttfa_ms_p50_vs_d'), '.2f'):>8} {f(r.get('ttfa_ms_p99_vs_d'), '.2f'):>8} "
+            f"{f(r.get('audio_s_per_s_vs_d'), '.2f'):>10} {f(r.get('step_ms_mean'), '.2f'):>8} "
+            f"{f(r.get('step_vs_e'), '.3f'):>9}"
+        )
+    print(
+        "TTFA in ms (first audio of a request); aud/s = audio seconds per second; undr = playback underruns; "
+        "'vs d' = ratio to (d) at the same C (TTFA: lower is better; aud/s: higher is better); step = engine "
+        "step time under load; 'step vs e' = LM step-time inflation against the engine alone"
+    )
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     p.add_argument("--model", type=Path, default=ROOT / "voices" / "default")
     p.add_argument("--server-args", default="", help="`uttera serve` engine flags, one string")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -371,8 +417,23 @@ def main() -> None:
     print_table(rows)
     meta["loadavg_end"] = machine.loadavg()
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps({**meta, "model": str(a.model), "server_args": a.server_args, "device": a.device,
-                                 "duration_s": a.duration, "rounds": a.rounds, "seed": a.seed, **info, "rows": rows}, indent=1) + "\n")
+    a.out.write_text(
+        json.dumps(
+            {
+                **meta,
+                "model": str(a.model),
+                "server_args": a.server_args,
+                "device": a.device,
+                "duration_s": a.duration,
+                "rounds": a.rounds,
+                "seed": a.seed,
+                **info,
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {a.out}")
 
 

@@ -63,7 +63,7 @@ async def ws_request(ws, text: str, kind: str, timeout_s: float) -> RequestRecor
                 msg = await ws.recv()
                 if isinstance(msg, bytes):
                     n = msg[1]
-                    if msg[2:2 + n].decode() == context:
+                    if msg[2 : 2 + n].decode() == context:
                         rec.add(time.perf_counter(), (len(msg) - 2 - n) / 2)
                     continue
                 m = json.loads(msg)

@@ -42,28 +42,36 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["--png"]:
         png, argv = Path(argv[1]), argv[2:]
     paths = argv
-    print("| run | server args | C | requests | TTFA p50 | TTFA p99 | underruns (requests with any) | gap p99 | audio-s/s | step ms | 1-min load at end |")
+    print(
+        "| run | server args | C | requests | TTFA p50 | TTFA p99 | underruns (requests with any) | gap p99 | audio-s/s | step ms | 1-min load at end |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     groups = defaultdict(lambda: defaultdict(list))
     for p in paths:
         d = json.loads(Path(p).read_text())
         for lv in d["levels"]:
             load = lv.get("loadavg_end")
-            print(f"| {Path(p).stem} | `{d['server_args']}` | {lv['level']:g} | {lv['requests']} | {lv['ttfa_ms_p50']:.1f} | "
-                  f"{lv['ttfa_ms_p99']:.1f} | {lv['underruns']} ({lv['underrun_requests']}) | {lv['gap_ms_p99']:.1f} | "
-                  f"{lv['audio_s_per_s']:.2f} | {lv.get('step_ms_mean') or '-'} | {load[0] if load else '-'} |")
+            print(
+                f"| {Path(p).stem} | `{d['server_args']}` | {lv['level']:g} | {lv['requests']} | {lv['ttfa_ms_p50']:.1f} | "
+                f"{lv['ttfa_ms_p99']:.1f} | {lv['underruns']} ({lv['underrun_requests']}) | {lv['gap_ms_p99']:.1f} | "
+                f"{lv['audio_s_per_s']:.2f} | {lv.get('step_ms_mean') or '-'} | {load[0] if load else '-'} |"
+            )
             stem = Path(p).stem
             group = stem.rsplit("_", 1)[0] if stem.rsplit("_", 1)[-1].isdigit() else stem
             groups[(group, d["server_args"])][lv["level"]].append(lv)
     print()
-    print("| runs of | server args | C | runs | requests | underruns (requests with any) | TTFA p99, median of runs | audio-s/s, median |")
+    print(
+        "| runs of | server args | C | runs | requests | underruns (requests with any) | TTFA p99, median of runs | audio-s/s, median |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for (group, args), levels in groups.items():
         for level, rows in sorted(levels.items()):
-            print(f"| {group} | `{args}` | {level:g} | {len(rows)} | {sum(r['requests'] for r in rows)} | "
-                  f"{sum(r['underruns'] for r in rows)} ({sum(r['underrun_requests'] for r in rows)}) | "
-                  f"{statistics.median(r['ttfa_ms_p99'] for r in rows):.1f} | "
-                  f"{statistics.median(r['audio_s_per_s'] for r in rows):.2f} |")
+            print(
+                f"| {group} | `{args}` | {level:g} | {len(rows)} | {sum(r['requests'] for r in rows)} | "
+                f"{sum(r['underruns'] for r in rows)} ({sum(r['underrun_requests'] for r in rows)}) | "
+                f"{statistics.median(r['ttfa_ms_p99'] for r in rows):.1f} | "
+                f"{statistics.median(r['audio_s_per_s'] for r in rows):.2f} |"
+            )
     if png:
         plot(groups, png)
 

@@ -37,13 +37,12 @@ from vocoder.streaming import StreamingVocoder  # noqa: E402
 def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
     reference = reference.astype(np.float64)
     noise = float(np.sum((reference - test) ** 2))
-    return float("inf") if noise == 0 else float(10 * np.log10(np.sum(reference ** 2) / noise))
+    return float("inf") if noise == 0 else float(10 * np.log10(np.sum(reference**2) / noise))
 
 
 def mels(n: int, seed: int, n_mels: int) -> dict[int, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {i: (rng.standard_normal((int(rng.integers(3, 200)), n_mels)) * 2 - 5).astype(np.float32)
-            for i in range(n)}
+    return {i: (rng.standard_normal((int(rng.integers(3, 200)), n_mels)) * 2 - 5).astype(np.float32) for i in range(n)}
 
 
 def offline(cpu: Vocoder, mel: np.ndarray) -> np.ndarray:
@@ -52,15 +51,20 @@ def offline(cpu: Vocoder, mel: np.ndarray) -> np.ndarray:
 
 
 def check_streaming(model_dir: Path, cpu: Vocoder, data: dict, graphs: bool = False) -> dict:
-    sv = StreamingVocoder(Vocoder.from_dir(model_dir / "vocoder"), chunk_frames=32, first_chunk_frames=8,
-                          device="cuda", cuda_graphs=graphs)
+    sv = StreamingVocoder(
+        Vocoder.from_dir(model_dir / "vocoder"),
+        chunk_frames=32,
+        first_chunk_frames=8,
+        device="cuda",
+        cuda_graphs=graphs,
+    )
     producer = torch.cuda.Stream()
     outs = {sid: [] for sid in data}
     for sid in data:
         sv.open(sid)
     for t in range(0, max(len(m) for m in data.values()), 4):
         with torch.cuda.stream(producer):
-            batch = {sid: torch.from_numpy(m[t: t + 4]).cuda() * 1.0 for sid, m in data.items() if t < len(m)}
+            batch = {sid: torch.from_numpy(m[t : t + 4]).cuda() * 1.0 for sid, m in data.items() if t < len(m)}
             ready = torch.cuda.Event()
             ready.record(producer)
         done = [sid for sid, m in data.items() if t < len(m) <= t + 4]
@@ -71,14 +75,24 @@ def check_streaming(model_dir: Path, cpu: Vocoder, data: dict, graphs: bool = Fa
         got, ref = np.concatenate(outs[sid]), offline(cpu, mel)
         assert got.shape == ref.shape, (sid, got.shape, ref.shape)
         snrs.append(snr_db(ref, got))
-    return {"streams": len(data), "snr_db_min": min(snrs), "snr_db_median": statistics.median(snrs),
-            "graph_passes": sv.graph_passes, "eager_passes": sv.eager_passes}
+    return {
+        "streams": len(data),
+        "snr_db_min": min(snrs),
+        "snr_db_median": statistics.median(snrs),
+        "graph_passes": sv.graph_passes,
+        "eager_passes": sv.eager_passes,
+    }
 
 
-async def check_worker(model_dir: Path, cpu: Vocoder, data: dict, driver: str = "thread",
-                       graphs: bool = False) -> dict:
-    sv = StreamingVocoder(Vocoder.from_dir(model_dir / "vocoder"), chunk_frames=32, first_chunk_frames=8,
-                          device="cuda", cuda_graphs=graphs, initial_capacity=64)
+async def check_worker(model_dir: Path, cpu: Vocoder, data: dict, driver: str = "thread", graphs: bool = False) -> dict:
+    sv = StreamingVocoder(
+        Vocoder.from_dir(model_dir / "vocoder"),
+        chunk_frames=32,
+        first_chunk_frames=8,
+        device="cuda",
+        cuda_graphs=graphs,
+        initial_capacity=64,
+    )
     if graphs:
         sv.capture_graphs(32)
     worker = VocoderWorker(sv, deadline_first=True, driver=driver)
@@ -86,7 +100,7 @@ async def check_worker(model_dir: Path, cpu: Vocoder, data: dict, driver: str = 
     async def one(sid, mel):
         queue = worker.open(sid, deadline=time.monotonic() + 0.01 * sid)
         for t in range(0, len(mel), 4):
-            worker.push(sid, mel[t: t + 4])
+            worker.push(sid, mel[t : t + 4])
             await asyncio.sleep(0.002)
         worker.finish(sid)
         parts = []
@@ -101,9 +115,14 @@ async def check_worker(model_dir: Path, cpu: Vocoder, data: dict, driver: str = 
         snrs = await asyncio.gather(*(one(sid, mel) for sid, mel in data.items()))
     finally:
         worker.close()
-    return {"streams": len(data), "snr_db_min": min(snrs), "passes": worker.batches,
-            "mean_streams_per_pass": worker.batched_streams / max(worker.batches, 1),
-            "split_passes": worker.split_passes, "graph_passes": sv.graph_passes}
+    return {
+        "streams": len(data),
+        "snr_db_min": min(snrs),
+        "passes": worker.batches,
+        "mean_streams_per_pass": worker.batched_streams / max(worker.batches, 1),
+        "split_passes": worker.split_passes,
+        "graph_passes": sv.graph_passes,
+    }
 
 
 def time_passes(model_dir: Path, sizes: list[int], frames: int, graphs: bool = False) -> list[dict]:
@@ -112,8 +131,14 @@ def time_passes(model_dir: Path, sizes: list[int], frames: int, graphs: bool = F
     hop, n_mels = model.config.hop_length, model.config.n_mels
     rows = []
     for b in sizes:
-        sv = StreamingVocoder(model, chunk_frames=frames, first_chunk_frames=frames, device="cuda",
-                              cuda_graphs=graphs, initial_capacity=b + 1)
+        sv = StreamingVocoder(
+            model,
+            chunk_frames=frames,
+            first_chunk_frames=frames,
+            device="cuda",
+            cuda_graphs=graphs,
+            initial_capacity=b + 1,
+        )
         ids = list(range(b))
         for sid in ids:
             sv.open(sid)
@@ -134,11 +159,21 @@ def time_passes(model_dir: Path, sizes: list[int], frames: int, graphs: bool = F
             times.append(start.elapsed_time(end))
         ms, wall = statistics.median(times), statistics.median(walls)
         audio_s = b * frames * hop / model.config.sample_rate
-        rows.append({"streams": b, "frames": frames, "graphs": graphs, "ms_per_pass": round(ms, 3),
-                     "wall_ms_per_pass": round(wall, 3), "audio_s_per_gpu_s": round(audio_s / (ms / 1e3), 1)})
-        print(f"  vocoder pass  B={b:4d} x {frames:2d} frames, graphs {'on ' if graphs else 'off'}: {ms:7.3f} ms "
-              f"on the stream, {wall:7.3f} ms wall ({rows[-1]['audio_s_per_gpu_s']:.0f} audio-s per GPU-s)",
-              flush=True)
+        rows.append(
+            {
+                "streams": b,
+                "frames": frames,
+                "graphs": graphs,
+                "ms_per_pass": round(ms, 3),
+                "wall_ms_per_pass": round(wall, 3),
+                "audio_s_per_gpu_s": round(audio_s / (ms / 1e3), 1),
+            }
+        )
+        print(
+            f"  vocoder pass  B={b:4d} x {frames:2d} frames, graphs {'on ' if graphs else 'off'}: {ms:7.3f} ms "
+            f"on the stream, {wall:7.3f} ms wall ({rows[-1]['audio_s_per_gpu_s']:.0f} audio-s per GPU-s)",
+            flush=True,
+        )
     return rows
 
 

@@ -28,10 +28,12 @@ from uttera_server.synthesis.synthesizer import AudioChunk, Synthesizer  # noqa:
 
 
 async def run_variant(model: Path, process: str, texts: list[str], max_num_seqs: int) -> tuple[list, list]:
-    synth = Synthesizer(model, EngineConfig(max_num_seqs=max_num_seqs, vocoder_process=process,
-                                            kv_cache_memory_bytes=2 << 30))
+    synth = Synthesizer(
+        model, EngineConfig(max_num_seqs=max_num_seqs, vocoder_process=process, kv_cache_memory_bytes=2 << 30)
+    )
     await synth.start()
     try:
+
         async def one(text: str):
             t0, first, parts = time.monotonic(), None, []
             async for item in synth.stream(text):
@@ -49,7 +51,7 @@ async def run_variant(model: Path, process: str, texts: list[str], max_num_seqs:
 def snr_db(ref: np.ndarray, test: np.ndarray) -> float:
     ref, test = ref.astype(np.float64), test.astype(np.float64)
     noise = np.sum((ref - test) ** 2)
-    return float("inf") if noise == 0 else float(10 * np.log10(np.sum(ref ** 2) / noise))
+    return float("inf") if noise == 0 else float(10 * np.log10(np.sum(ref**2) / noise))
 
 
 def main() -> None:
@@ -63,17 +65,25 @@ def main() -> None:
     texts = [mix.draw()[1] for _ in range(a.streams)]
     engine_pcm, engine_ttfa = asyncio.run(run_variant(a.model, "engine", texts, max(8, a.streams)))
     front_pcm, front_ttfa = asyncio.run(run_variant(a.model, "frontend", texts, max(8, a.streams)))
-    rows = [{"chars": len(t), "samples_engine": len(e), "samples_frontend": len(f),
-             "snr_db": snr_db(f, e) if len(e) == len(f) else None}
-            for t, e, f in zip(texts, engine_pcm, front_pcm)]
+    rows = [
+        {
+            "chars": len(t),
+            "samples_engine": len(e),
+            "samples_frontend": len(f),
+            "snr_db": snr_db(f, e) if len(e) == len(f) else None,
+        }
+        for t, e, f in zip(texts, engine_pcm, front_pcm)
+    ]
     finite = [r["snr_db"] for r in rows if r["snr_db"] is not None]
     result = {
         "command": " ".join(sys.argv),
         "streams": a.streams,
         "same_length": all(r["samples_engine"] == r["samples_frontend"] for r in rows),
         "snr_db_min": min(finite) if finite else None,
-        "ttfa_ms_p50": {"engine": 1000 * float(np.median(engine_ttfa)),
-                        "frontend": 1000 * float(np.median(front_ttfa))},
+        "ttfa_ms_p50": {
+            "engine": 1000 * float(np.median(engine_ttfa)),
+            "frontend": 1000 * float(np.median(front_ttfa)),
+        },
         "rows": rows,
     }
     print(f"{'variant':<10} {'TTFA p50 ms':>12}")

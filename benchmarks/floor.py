@@ -77,8 +77,13 @@ def vocoder_ms(model_dir: Path, cfg, mel, device: str, repeats: int) -> tuple[fl
     if device == "cpu":
         torch.set_num_threads(1)  # as VocoderWorker
     graphs = device == "cuda" and cfg.vocoder_cuda_graphs  # as the server runs it
-    sv = StreamingVocoder(Vocoder.from_dir(model_dir / "vocoder"), chunk_frames=cfg.vocoder_chunk_frames,
-                          first_chunk_frames=cfg.first_chunk_frames, device=device, cuda_graphs=graphs)
+    sv = StreamingVocoder(
+        Vocoder.from_dir(model_dir / "vocoder"),
+        chunk_frames=cfg.vocoder_chunk_frames,
+        first_chunk_frames=cfg.first_chunk_frames,
+        device=device,
+        cuda_graphs=graphs,
+    )
     sv.capture_graphs(1)
     need = cfg.first_chunk_frames + cfg.vocoder_chunk_frames
     while mel.shape[0] < need:
@@ -90,7 +95,7 @@ def vocoder_ms(model_dir: Path, cfg, mel, device: str, repeats: int) -> tuple[fl
         t0 = time.perf_counter()
         sv.step({sid: mel[: cfg.first_chunk_frames]})
         t1 = time.perf_counter()
-        sv.step({sid: mel[cfg.first_chunk_frames: need]})
+        sv.step({sid: mel[cfg.first_chunk_frames : need]})
         t2 = time.perf_counter()
         sv.cancel(sid)
         if i >= 5:
@@ -168,14 +173,18 @@ async def measure(a) -> dict:
     }
     for kind, texts in KINDS.items():
         p = statistics.median(prefill[t] for t in texts)
-        out["by_kind"][kind] = {"prefill_ms": round(p, 3), "floor_ms": round(p + k * step + voc_first, 3),
-                                "first_sentence_phonemes": statistics.median(len(first_ids[t]) for t in texts)}
+        out["by_kind"][kind] = {
+            "prefill_ms": round(p, 3),
+            "floor_ms": round(p + k * step + voc_first, 3),
+            "first_sentence_phonemes": statistics.median(len(first_ids[t]) for t in texts),
+        }
     return out
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     p.add_argument("--model", type=Path, default=ROOT / "voices" / "default")
     p.add_argument("--server-args", default="", help="`uttera serve` engine flags, one string")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the vocoder runs")
@@ -190,8 +199,9 @@ def main() -> None:
     print(f"{'prefill (median first sentence)':<34} {r['prefill_ms']:>9.2f}")
     print(f"{'decode step':<34} {r['step_ms']:>9.2f}")
     print(f"{'  x k = ' + str(r['k_steps']) + ' steps':<34} {r['k_steps'] * r['step_ms']:>9.2f}")
-    print(f"{'vocoder first chunk (' + str(r['first_chunk_frames']) + ' frames)':<34} "
-          f"{r['vocoder_first_chunk_ms']:>9.2f}")
+    print(
+        f"{'vocoder first chunk (' + str(r['first_chunk_frames']) + ' frames)':<34} {r['vocoder_first_chunk_ms']:>9.2f}"
+    )
     print(f"{'FLOOR':<34} {r['floor_ms']:>9.2f}")
     print(f"{'(check: engine to k-th chunk)':<34} {r['engine_to_first_chunk_ms']:>9.2f}")
     print(f"{'(not in floor: frontend p50)':<34} {r['frontend_ms_p50']:>9.2f}")

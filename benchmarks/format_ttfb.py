@@ -18,13 +18,19 @@ from pathlib import Path
 import httpx
 
 FORMATS = ["pcm", "wav", "mp3", "opus", "flac", "aac", "mulaw"]
-TEXTS = ["Hello there, how can I help you today?", "The quick brown fox jumps over the lazy dog.",
-         "Streaming speech starts before the sentence is finished.", "Please hold while I look that up."]
+TEXTS = [
+    "Hello there, how can I help you today?",
+    "The quick brown fox jumps over the lazy dog.",
+    "Streaming speech starts before the sentence is finished.",
+    "Please hold while I look that up.",
+]
 
 
 def ttfb(client: httpx.Client, text: str, fmt: str) -> float:
     started = time.perf_counter()
-    with client.stream("POST", "/v1/audio/speech", json={"model": "uttera", "input": text, "response_format": fmt}) as r:
+    with client.stream(
+        "POST", "/v1/audio/speech", json={"model": "uttera", "input": text, "response_format": fmt}
+    ) as r:
         r.raise_for_status()
         first = None
         for _ in r.iter_raw():
@@ -50,15 +56,29 @@ def main() -> None:
             for f in order:
                 results[f].append(ttfb(client, text, f))
     pcm = statistics.median(results["pcm"])
-    rows = [{"format": f, "median_ms": round(statistics.median(v), 1),
-             "p90_ms": round(statistics.quantiles(v, n=10)[-1], 1), "ratio": round(statistics.median(v) / pcm, 3)}
-            for f, v in results.items()]
+    rows = [
+        {
+            "format": f,
+            "median_ms": round(statistics.median(v), 1),
+            "p90_ms": round(statistics.quantiles(v, n=10)[-1], 1),
+            "ratio": round(statistics.median(v) / pcm, 3),
+        }
+        for f, v in results.items()
+    ]
     print(f"{'format':8} {'median ms':>10} {'p90 ms':>8} {'x pcm':>7}")
     for r in rows:
         print(f"{r['format']:8} {r['median_ms']:10.1f} {r['p90_ms']:8.1f} {r['ratio']:7.3f}")
     out = Path(__file__).resolve().parent / "results" / "format_ttfb.json"
-    out.write_text(json.dumps({"command": f"python benchmarks/format_ttfb.py --url URL --rounds {args.rounds} "
-                                          f"--seed {args.seed}", "rounds": args.rounds, "rows": rows}, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                "command": f"python benchmarks/format_ttfb.py --url URL --rounds {args.rounds} --seed {args.seed}",
+                "rounds": args.rounds,
+                "rows": rows,
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {out}")
 
 

@@ -71,10 +71,13 @@ def run_case(sv, a, n_mels: int, busy: bool, interval: float | None) -> dict:
     t.join()
     sys.setswitchinterval(default)
     ms = result["ms"]
-    return {"main_thread": "busy" if busy else "idle",
-            "switch_interval_ms": 1000 * (interval if interval is not None else default),
-            "graphs": sv.cuda_graphs,
-            "pass_ms_p50": round(statistics.median(ms), 3), "pass_ms_p90": round(float(np.percentile(ms, 90)), 3)}
+    return {
+        "main_thread": "busy" if busy else "idle",
+        "switch_interval_ms": 1000 * (interval if interval is not None else default),
+        "graphs": sv.cuda_graphs,
+        "pass_ms_p50": round(statistics.median(ms), 3),
+        "pass_ms_p90": round(float(np.percentile(ms, 90)), 3),
+    }
 
 
 def main() -> None:
@@ -95,20 +98,38 @@ def main() -> None:
     n_mels = model.config.n_mels
     rows = []
     for mode in graph_modes:
-        sv = StreamingVocoder(model, chunk_frames=a.frames, first_chunk_frames=a.frames, device=a.device,
-                              cuda_graphs=mode == "on", initial_capacity=a.streams + 1)
-        rows += [run_case(sv, a, n_mels, False, None), run_case(sv, a, n_mels, True, None),
-                 run_case(sv, a, n_mels, True, 0.0005), run_case(sv, a, n_mels, True, 0.0001)]
+        sv = StreamingVocoder(
+            model,
+            chunk_frames=a.frames,
+            first_chunk_frames=a.frames,
+            device=a.device,
+            cuda_graphs=mode == "on",
+            initial_capacity=a.streams + 1,
+        )
+        rows += [
+            run_case(sv, a, n_mels, False, None),
+            run_case(sv, a, n_mels, True, None),
+            run_case(sv, a, n_mels, True, 0.0005),
+            run_case(sv, a, n_mels, True, 0.0001),
+        ]
     idle = {r["graphs"]: r["pass_ms_p50"] for r in reversed(rows) if r["main_thread"] == "idle"}
-    print(f"vocoder pass, {a.streams} streams x {a.frames} frames on {a.device} "
-          f"({'model ' + str(a.model) if a.model else 'tiny network'}):")
+    print(
+        f"vocoder pass, {a.streams} streams x {a.frames} frames on {a.device} "
+        f"({'model ' + str(a.model) if a.model else 'tiny network'}):"
+    )
     print(f"{'graphs':6} {'main thread':12} {'switch ms':>9} {'p50 ms':>8} {'p90 ms':>8} {'p50 / idle':>10}")
     for r in rows:
         r["p50_over_idle"] = round(r["pass_ms_p50"] / idle[r["graphs"]], 2)
-        print(f"{'on' if r['graphs'] else 'off':6} {r['main_thread']:12} {r['switch_interval_ms']:9.2f} "
-              f"{r['pass_ms_p50']:8.2f} {r['pass_ms_p90']:8.2f} {r['p50_over_idle']:10.2f}")
-    a.out.write_text(json.dumps({**machine.describe(), "streams": a.streams, "frames": a.frames,
-                                 "device": a.device, "rows": rows}, indent=1) + "\n")
+        print(
+            f"{'on' if r['graphs'] else 'off':6} {r['main_thread']:12} {r['switch_interval_ms']:9.2f} "
+            f"{r['pass_ms_p50']:8.2f} {r['pass_ms_p90']:8.2f} {r['p50_over_idle']:10.2f}"
+        )
+    a.out.write_text(
+        json.dumps(
+            {**machine.describe(), "streams": a.streams, "frames": a.frames, "device": a.device, "rows": rows}, indent=1
+        )
+        + "\n"
+    )
     print(f"wrote {a.out}")
 
 

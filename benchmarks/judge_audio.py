@@ -58,11 +58,22 @@ def main() -> None:
             d = float(dmos(torch.from_numpy(x16)[None]).reshape(-1)[0])
         q = Nisqa.run_audio_data(resample(x, item["sr"], 48000), sample_rate=48000)
         s = dnsmos.run(x16, 16000)
-        out.append({**item, "distillmos": d, "nisqa_tts": float(q), "dnsmos_ovrl": float(s["ovrl_mos"]),
-                    "dnsmos_sig": float(s["sig_mos"]), "dnsmos_bak": float(s["bak_mos"]),
-                    "dnsmos_p808": float(s["p808_mos"])})
-        print(f"[judge {n + 1}/{len(manifest)}] {item['key']}: DistillMOS {d:.2f} NISQA-TTS {q:.2f} "
-              f"DNSMOS OVRL {s['ovrl_mos']:.2f}", flush=True)
+        out.append(
+            {
+                **item,
+                "distillmos": d,
+                "nisqa_tts": float(q),
+                "dnsmos_ovrl": float(s["ovrl_mos"]),
+                "dnsmos_sig": float(s["sig_mos"]),
+                "dnsmos_bak": float(s["bak_mos"]),
+                "dnsmos_p808": float(s["p808_mos"]),
+            }
+        )
+        print(
+            f"[judge {n + 1}/{len(manifest)}] {item['key']}: DistillMOS {d:.2f} NISQA-TTS {q:.2f} "
+            f"DNSMOS OVRL {s['ovrl_mos']:.2f}",
+            flush=True,
+        )
     open(sys.argv[2], "w").write(json.dumps(out))
 
 

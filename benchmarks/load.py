@@ -63,14 +63,25 @@ def _client_ready() -> None:
     time.sleep(0.2)
 
 
-def _client_part(base_url: str, transport: str, concurrency: int, workers: list[int], duration_s: float,
-                 end: float, seed: int, mix, request_timeout: float) -> tuple[list, float]:
+def _client_part(
+    base_url: str,
+    transport: str,
+    concurrency: int,
+    workers: list[int],
+    duration_s: float,
+    end: float,
+    seed: int,
+    mix,
+    request_timeout: float,
+) -> tuple[list, float]:
     """One client process of a closed-loop level: its workers' records and the CPU time it used."""
+
     async def go():
         async with load_client(base_url, request_timeout) as client:
             open_session = session_factory(transport, base_url, client, request_timeout)
-            records, _, _ = await closed_loop(open_session, concurrency, duration_s, seed, mix,
-                                              workers=workers, end=end)
+            records, _, _ = await closed_loop(
+                open_session, concurrency, duration_s, seed, mix, workers=workers, end=end
+            )
             return records
 
     cpu0 = time.process_time()
@@ -93,19 +104,43 @@ async def closed_loop_processes(base_url: str, transport: str, concurrency: int,
         await asyncio.gather(*(loop.run_in_executor(pool, _client_ready) for _ in range(n)))
         t0 = time.perf_counter()
         end = t0 + a.duration
-        parts = await asyncio.gather(*(
-            loop.run_in_executor(pool, _client_part, base_url, transport, concurrency, g, a.duration, end, seed,
-                                 a.mix, a.request_timeout) for g in groups))
+        parts = await asyncio.gather(
+            *(
+                loop.run_in_executor(
+                    pool,
+                    _client_part,
+                    base_url,
+                    transport,
+                    concurrency,
+                    g,
+                    a.duration,
+                    end,
+                    seed,
+                    a.mix,
+                    a.request_timeout,
+                )
+                for g in groups
+            )
+        )
         wall = time.perf_counter() - t0
     records = [r for part, _ in parts for r in part]
     cpu = [c for _, c in parts]
-    return records, wall, {"client_processes": n, "client_cpu_pct": round(100 * sum(cpu) / wall, 1),
-                           "client_cpu_pct_max": round(100 * max(cpu) / wall, 1)}
+    return (
+        records,
+        wall,
+        {
+            "client_processes": n,
+            "client_cpu_pct": round(100 * sum(cpu) / wall, 1),
+            "client_cpu_pct_max": round(100 * max(cpu) / wall, 1),
+        },
+    )
 
 
 async def run_level(base_url: str, transport: str, mode: str, level: float, a, floor: dict | None) -> dict:
-    async with load_client(base_url, a.request_timeout) as client, \
-            httpx.AsyncClient(base_url=base_url, timeout=10) as metrics_client:
+    async with (
+        load_client(base_url, a.request_timeout) as client,
+        httpx.AsyncClient(base_url=base_url, timeout=10) as metrics_client,
+    ):
         open_session = session_factory(transport, base_url, client, a.request_timeout)
         before = await scrape(metrics_client)
         samples: list[dict] = []
@@ -115,8 +150,9 @@ async def run_level(base_url: str, transport: str, mode: str, level: float, a, f
         if mode == "closed" and a.client_processes > 1:
             records, wall, info = await closed_loop_processes(base_url, transport, int(level), a, seed)
         elif mode == "paced":
-            records, wall, info = await paced.paced_level(base_url, transport, int(level), a.ramp_s, seed,
-                                                          a.stream_chars, a.request_timeout, a.client_processes)
+            records, wall, info = await paced.paced_level(
+                base_url, transport, int(level), a.ramp_s, seed, a.stream_chars, a.request_timeout, a.client_processes
+            )
         elif mode == "closed":
             records, wall, info = await closed_loop(open_session, int(level), a.duration, seed, a.mix)
         else:
@@ -125,8 +161,15 @@ async def run_level(base_url: str, transport: str, mode: str, level: float, a, f
         after = await scrape(metrics_client)
         if "client_cpu_pct" not in info:
             info["client_cpu_pct"] = round(100 * (time.process_time() - cpu0) / wall, 1)  # of one core
-    row = {"transport": transport, "mode": mode, "level": level, **summarize(records, wall), **info,
-           **engine_summary(before, after, samples, wall), "by_kind": by_kind(records)}
+    row = {
+        "transport": transport,
+        "mode": mode,
+        "level": level,
+        **summarize(records, wall),
+        **info,
+        **engine_summary(before, after, samples, wall),
+        "by_kind": by_kind(records),
+    }
     if floor:
         f = floor["floor_ms"]
         row["floor_ms"] = f
@@ -149,8 +192,12 @@ async def warm_up(base_url: str, transport: str, n: int, a) -> None:
 
 
 def passes(row: dict, budget_ms: float | None) -> bool:
-    return (row["ok"] > 0 and not row["errors"] and row["underruns"] == 0
-            and (budget_ms is None or (row["ttfa_ms_p99"] or 1e18) <= budget_ms))
+    return (
+        row["ok"] > 0
+        and not row["errors"]
+        and row["underruns"] == 0
+        and (budget_ms is None or (row["ttfa_ms_p99"] or 1e18) <= budget_ms)
+    )
 
 
 def best_level(rows: list[dict], budget_ms: float | None) -> dict:
@@ -162,8 +209,11 @@ def best_level(rows: list[dict], budget_ms: float | None) -> dict:
             if not passes(r, budget_ms):
                 break
             best = r
-        out[transport] = None if best is None else {"level": best["level"], "ttfa_ms_p99": best["ttfa_ms_p99"],
-                                                    "audio_s_per_s": best["audio_s_per_s"]}
+        out[transport] = (
+            None
+            if best is None
+            else {"level": best["level"], "ttfa_ms_p99": best["ttfa_ms_p99"], "audio_s_per_s": best["audio_s_per_s"]}
+        )
     return out
 
 
@@ -172,30 +222,48 @@ def fmt(v, spec=".1f") -> str:
 
 
 def print_table(rows: list[dict]) -> None:
-    head = (f"{'tr':<4} {'lvl':>5} {'req':>4} {'err':>3} {'TTFA50':>7} {'TTFA95':>7} {'TTFA99':>7} {'floor':>6} "
-            f"{'50/fl':>5} {'99/fl':>6} {'gap99':>6} {'undr':>5} {'u-req':>5} {'pre99':>6} {'RTF50':>6} {'aud/s':>6} "
-            f"{'run':>5} {'wait':>5} {'loop%':>5} {'lp/aud':>6}")
+    head = (
+        f"{'tr':<4} {'lvl':>5} {'req':>4} {'err':>3} {'TTFA50':>7} {'TTFA95':>7} {'TTFA99':>7} {'floor':>6} "
+        f"{'50/fl':>5} {'99/fl':>6} {'gap99':>6} {'undr':>5} {'u-req':>5} {'pre99':>6} {'RTF50':>6} {'aud/s':>6} "
+        f"{'run':>5} {'wait':>5} {'loop%':>5} {'lp/aud':>6}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['transport']:<4} {r['level']:>5g} {r['requests']:>4} {sum(r['errors'].values()):>3} "
-              f"{fmt(r['ttfa_ms_p50']):>7} {fmt(r['ttfa_ms_p95']):>7} {fmt(r['ttfa_ms_p99']):>7} "
-              f"{fmt(r.get('floor_ms')):>6} {fmt(r.get('ttfa_p50_over_floor'), '.2f'):>5} "
-              f"{fmt(r.get('ttfa_p99_over_floor'), '.2f'):>6} {fmt(r['gap_ms_p99']):>6} {r['underruns']:>5} "
-              f"{r['underrun_requests']:>5} {fmt(r['prebuffer_ms_p99']):>6} {fmt(r['rtf_p50'], '.3f'):>6} {fmt(r['audio_s_per_s'], '.2f'):>6} "
-              f"{fmt(r.get('running_requests_mean'), '.1f'):>5} {fmt(r.get('waiting_requests_mean'), '.1f'):>5} "
-              f"{fmt(r.get('loop_cpu_pct'), '.0f'):>5} {fmt(r.get('loop_cpu_ms_per_audio_s'), '.1f'):>6}")
-    print("TTFA/gap in ms; floor = prefill + first-chunk decode steps + one vocoder chunk (floor.py); "
-          "undr = underruns, u-req = requests with any; pre99 = p99 of the client prebuffer (ms after the first "
-          "chunk) that would have avoided every underrun; aud/s = audio seconds per second; "
-          "run/wait = engine requests running/waiting (mean of /metrics samples); loop% = the server's event-loop "
-          "thread CPU (100 = one core), lp/aud = its CPU ms per second of audio sent")
+        print(
+            f"{r['transport']:<4} {r['level']:>5g} {r['requests']:>4} {sum(r['errors'].values()):>3} "
+            f"{fmt(r['ttfa_ms_p50']):>7} {fmt(r['ttfa_ms_p95']):>7} {fmt(r['ttfa_ms_p99']):>7} "
+            f"{fmt(r.get('floor_ms')):>6} {fmt(r.get('ttfa_p50_over_floor'), '.2f'):>5} "
+            f"{fmt(r.get('ttfa_p99_over_floor'), '.2f'):>6} {fmt(r['gap_ms_p99']):>6} {r['underruns']:>5} "
+            f"{r['underrun_requests']:>5} {fmt(r['prebuffer_ms_p99']):>6} {fmt(r['rtf_p50'], '.3f'):>6} {fmt(r['audio_s_per_s'], '.2f'):>6} "
+            f"{fmt(r.get('running_requests_mean'), '.1f'):>5} {fmt(r.get('waiting_requests_mean'), '.1f'):>5} "
+            f"{fmt(r.get('loop_cpu_pct'), '.0f'):>5} {fmt(r.get('loop_cpu_ms_per_audio_s'), '.1f'):>6}"
+        )
+    print(
+        "TTFA/gap in ms; floor = prefill + first-chunk decode steps + one vocoder chunk (floor.py); "
+        "undr = underruns, u-req = requests with any; pre99 = p99 of the client prebuffer (ms after the first "
+        "chunk) that would have avoided every underrun; aud/s = audio seconds per second; "
+        "run/wait = engine requests running/waiting (mean of /metrics samples); loop% = the server's event-loop "
+        "thread CPU (100 = one core), lp/aud = its CPU ms per second of audio sent"
+    )
 
 
 def measure_floor(a, out: Path) -> dict:
     """Run floor.py in its own process (its own engine, stopped before the server starts)."""
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "floor.py"), "--model", str(a.model), "--server-args",
-           a.server_args, "--device", a.device, "--seed", str(a.seed), "--out", str(out)]
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "floor.py"),
+        "--model",
+        str(a.model),
+        "--server-args",
+        a.server_args,
+        "--device",
+        a.device,
+        "--seed",
+        str(a.seed),
+        "--out",
+        str(out),
+    ]
     print("floor:", shlex.join(cmd), flush=True)
     subprocess.run(cmd, check=True, cwd=ROOT)
     return json.loads(out.read_text())
@@ -208,8 +276,9 @@ def parse_levels(a) -> list[float]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--url", help="a running server, e.g. http://127.0.0.1:8000")
     target.add_argument("--start-server", action="store_true", help="start `uttera serve` on a free port")
@@ -220,24 +289,37 @@ def main() -> None:
     p.add_argument("--mode", default="closed", choices=("closed", "open", "paced"))
     p.add_argument("--concurrency", type=int, default=1, help="closed loop: workers; paced: streams")
     p.add_argument("--rate", type=float, default=1.0, help="open loop: arrivals per second")
-    p.add_argument("--sweep", default="", help="comma-separated concurrencies (closed), streams (paced) or rates (open)")
+    p.add_argument(
+        "--sweep", default="", help="comma-separated concurrencies (closed), streams (paced) or rates (open)"
+    )
     p.add_argument("--ramp-s", type=float, default=10.0, help="paced: client starts spread evenly over this many s")
-    p.add_argument("--stream-chars", type=int, default=600,
-                   help="paced: characters of each stream's text (the default voice: ~18 a second, 600 ~ 33 s of audio)")
+    p.add_argument(
+        "--stream-chars",
+        type=int,
+        default=600,
+        help="paced: characters of each stream's text (the default voice: ~18 a second, 600 ~ 33 s of audio)",
+    )
     p.add_argument("--duration", type=float, default=20.0, help="seconds each level sends new requests (not paced)")
     p.add_argument("--warmup", type=int, default=3, help="requests sent and dropped before each transport")
     p.add_argument("--mix", type=parse_weights, default=None, help="text kinds, e.g. short=0.4,medium=0.4,long=0.2")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ttfa-budget-ms", type=float, default=None)
     p.add_argument("--request-timeout", type=float, default=180.0)
-    p.add_argument("--client-processes", type=int, default=1,
-                   help="closed loop: spread the workers over this many client processes (for >= 256 streams)")
+    p.add_argument(
+        "--client-processes",
+        type=int,
+        default=1,
+        help="closed loop: spread the workers over this many client processes (for >= 256 streams)",
+    )
     p.add_argument("--metrics-interval", type=float, default=1.0, help="seconds between /metrics samples")
     floor = p.add_mutually_exclusive_group()
     floor.add_argument("--floor", type=Path, help="floor JSON from floor.py (else measured with --start-server)")
     floor.add_argument("--no-floor", action="store_true")
-    p.add_argument("--records", action="store_true",
-                   help="also write every request's chunk timeline to OUT.records.json (git-ignored)")
+    p.add_argument(
+        "--records",
+        action="store_true",
+        help="also write every request's chunk timeline to OUT.records.json (git-ignored)",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "load.json")
     p.add_argument("--server-log", type=Path, default=None, help="default: a temporary file")
     a = p.parse_args()
@@ -252,10 +334,20 @@ def main() -> None:
         floor_data = measure_floor(a, a.out.with_suffix(".floor.json"))
 
     def result(rows: list[dict], best=None) -> dict:
-        return {**meta, "model": str(a.model), "server_args": a.server_args, "seed": a.seed, "mode": a.mode,
-                "duration_s": a.duration, "mix": a.mix or "default", "ttfa_budget_ms": a.ttfa_budget_ms,
-                **({"ramp_s": a.ramp_s, "stream_chars": a.stream_chars} if a.mode == "paced" else {}),
-                "floor": floor_data, "best": best, "levels": rows}
+        return {
+            **meta,
+            "model": str(a.model),
+            "server_args": a.server_args,
+            "seed": a.seed,
+            "mode": a.mode,
+            "duration_s": a.duration,
+            "mix": a.mix or "default",
+            "ttfa_budget_ms": a.ttfa_budget_ms,
+            **({"ramp_s": a.ramp_s, "stream_chars": a.stream_chars} if a.mode == "paced" else {}),
+            "floor": floor_data,
+            "best": best,
+            "levels": rows,
+        }
 
     def run_all(base_url: str) -> list[dict]:
         rows, records = [], []
@@ -270,9 +362,12 @@ def main() -> None:
                 rows.append(row)
                 # Rewritten after every level: a run stopped by a time limit keeps what it finished.
                 a.out.write_text(json.dumps({**result(rows), "partial": True}, indent=1) + "\n")
-                print(f"  {transport} {a.mode} {level:g}: TTFA p50 {fmt(row['ttfa_ms_p50'])} ms, "
-                      f"p99 {fmt(row['ttfa_ms_p99'])} ms, underruns {row['underruns']}, "
-                      f"{fmt(row['audio_s_per_s'], '.2f')} audio-s/s, errors {row['errors']}", flush=True)
+                print(
+                    f"  {transport} {a.mode} {level:g}: TTFA p50 {fmt(row['ttfa_ms_p50'])} ms, "
+                    f"p99 {fmt(row['ttfa_ms_p99'])} ms, underruns {row['underruns']}, "
+                    f"{fmt(row['audio_s_per_s'], '.2f')} audio-s/s, errors {row['errors']}",
+                    flush=True,
+                )
         return rows
 
     if a.start_server:
@@ -288,16 +383,26 @@ def main() -> None:
     best = best_level(rows, a.ttfa_budget_ms) if a.mode != "open" else None
     if best is not None:
         for transport, b in best.items():
-            print(f"{transport}: highest {'stream count' if a.mode == 'paced' else 'concurrency'} with zero underruns, no errors"
-                  f"{'' if a.ttfa_budget_ms is None else f' and TTFA p99 <= {a.ttfa_budget_ms:g} ms'}: "
-                  + ("none" if b is None else f"{b['level']:g} (TTFA p99 {b['ttfa_ms_p99']:.1f} ms, "
-                                              f"{b['audio_s_per_s']:.2f} audio-s/s)"))
+            print(
+                f"{transport}: highest {'stream count' if a.mode == 'paced' else 'concurrency'} with zero underruns, no errors"
+                f"{'' if a.ttfa_budget_ms is None else f' and TTFA p99 <= {a.ttfa_budget_ms:g} ms'}: "
+                + (
+                    "none"
+                    if b is None
+                    else f"{b['level']:g} (TTFA p99 {b['ttfa_ms_p99']:.1f} ms, {b['audio_s_per_s']:.2f} audio-s/s)"
+                )
+            )
     meta["loadavg_end"] = machine.loadavg()
     a.out.write_text(json.dumps(result(rows, best), indent=1) + "\n")
     print(f"wrote {a.out}")
     if len(levels) > 1:
-        png = plot_sweep(rows, a.out.with_suffix(".png"), f"{meta['command']}\n{meta['cpu']} x{meta['cores']}, "
-                         f"{meta['date']}", floor_data and floor_data["floor_ms"], a.ttfa_budget_ms)
+        png = plot_sweep(
+            rows,
+            a.out.with_suffix(".png"),
+            f"{meta['command']}\n{meta['cpu']} x{meta['cores']}, {meta['date']}",
+            floor_data and floor_data["floor_ms"],
+            a.ttfa_budget_ms,
+        )
         if png:
             print(f"wrote {png}")
 

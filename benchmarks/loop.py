@@ -21,8 +21,9 @@ from benchmarks.stats import pct
 from benchmarks.texts import TextMix
 
 
-async def closed_loop(open_session, concurrency: int, duration_s: float, seed: int, weights=None,
-                      workers=None, end: float | None = None):
+async def closed_loop(
+    open_session, concurrency: int, duration_s: float, seed: int, weights=None, workers=None, end: float | None = None
+):
     """`workers`: the worker indices to run here (default all of range(concurrency)); a worker's texts
     depend only on its index, so C workers split over several processes send what one process would.
     `end`: a shared `time.perf_counter()` deadline (the clock is system-wide on Linux), else now +

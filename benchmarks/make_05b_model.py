@@ -42,8 +42,12 @@ def make(out: Path, hidden: int, layers: int, heads: int, intermediate: int, see
     cfg = acoustic_config(hidden, layers, heads)
     cfg["intermediate_size"] = intermediate
     cfg["torch_dtype"] = "float16"
-    cfg["voice"] = {"name": "random-0.5b", "language": "en-US", "random_weights": True,
-                    "description": "random weights at ~0.5 B parameters, for GPU throughput benchmarks: noise"}
+    cfg["voice"] = {
+        "name": "random-0.5b",
+        "language": "en-US",
+        "random_weights": True,
+        "description": "random weights at ~0.5 B parameters, for GPU throughput benchmarks: noise",
+    }
     weights = random_weights(cfg, seed)
     n = sum(t.numel() for t in weights.values())
     if n != param_count(cfg):
@@ -51,8 +55,9 @@ def make(out: Path, hidden: int, layers: int, heads: int, intermediate: int, see
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     save_file({k: v.to(torch.float16).contiguous() for k, v in weights.items()}, str(out / "model.safetensors"))
-    vcfg = VocoderConfig(**{k: cfg[k] for k in ("sample_rate", "hop_length", "n_fft", "win_length", "n_mels",
-                                                "f_min", "f_max")})
+    vcfg = VocoderConfig(
+        **{k: cfg[k] for k in ("sample_rate", "hop_length", "n_fft", "win_length", "n_mels", "f_min", "f_max")}
+    )
     Vocoder.random(vcfg, seed=seed).save(out / "vocoder")
     return out, n
 
@@ -62,8 +67,9 @@ async def check(out: Path, steps: int) -> None:
     from uttera_server.synthesis.mel_engine import MelEngine
     from uttera_server.model_dir import VoiceModelConfig
 
-    engine = MelEngine(VoiceModelConfig.load(out), EngineConfig(max_num_seqs=2, kv_cache_memory_bytes=512 << 20,
-                                                                max_model_len=1024))
+    engine = MelEngine(
+        VoiceModelConfig.load(out), EngineConfig(max_num_seqs=2, kv_cache_memory_bytes=512 << 20, max_model_len=1024)
+    )
     t0 = time.perf_counter()
     await asyncio.to_thread(engine.start)
     print(f"engine started in {time.perf_counter() - t0:.1f} s")
@@ -74,15 +80,18 @@ async def check(out: Path, steps: int) -> None:
             if len(got) == steps:
                 break
         dt = time.perf_counter() - t0
-        print(f"generated {len(got)} decode steps, mel chunk {got[0].mel.shape}, pointers {[s.pointer for s in got]}, "
-              f"{1000 * dt / len(got):.0f} ms/step incl. prefill")
+        print(
+            f"generated {len(got)} decode steps, mel chunk {got[0].mel.shape}, pointers {[s.pointer for s in got]}, "
+            f"{1000 * dt / len(got):.0f} ms/step incl. prefill"
+        )
     finally:
         engine.shutdown()
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     p.add_argument("--out", type=Path, default=ROOT / "models" / "random-0.5b")
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--layers", type=int, default=24)
@@ -96,8 +105,10 @@ def main() -> None:
     from vocoder.model import Vocoder
 
     voc = Vocoder.from_dir(out / "vocoder").num_params()
-    print(f"{out}: acoustic model {n:,} parameters ({n / 1e9:.3f} B), vocoder {voc:,} "
-          f"(hidden {a.hidden}, {a.layers} layers, {a.heads} heads, intermediate {a.intermediate})")
+    print(
+        f"{out}: acoustic model {n:,} parameters ({n / 1e9:.3f} B), vocoder {voc:,} "
+        f"(hidden {a.hidden}, {a.layers} layers, {a.heads} heads, intermediate {a.intermediate})"
+    )
     if not 0.45e9 <= n <= 0.55e9:
         print(f"note: {n / 1e9:.3f} B is outside 0.45-0.55 B")
     if a.check:

@@ -29,8 +29,21 @@ _libc = ctypes.CDLL("libc.so.6")
 
 
 class _MallInfo2(ctypes.Structure):
-    _fields_ = [(k, ctypes.c_size_t) for k in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                                 "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [
+        (k, ctypes.c_size_t)
+        for k in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 _libc.mallinfo2.restype = _MallInfo2
@@ -49,8 +62,14 @@ def _rss_mb() -> float:
 def _dump(out: str, n: list[int]) -> None:
     n[0] += 1
     gc.collect()
-    rec = {"n": n[0], "t": time.time(), "rss_mb": _rss_mb(), "blocks": sys.getallocatedblocks(),
-           "mallinfo": _heap(), "threads": threading.active_count()}
+    rec = {
+        "n": n[0],
+        "t": time.time(),
+        "rss_mb": _rss_mb(),
+        "blocks": sys.getallocatedblocks(),
+        "mallinfo": _heap(),
+        "threads": threading.active_count(),
+    }
     if FRAMES and not tracemalloc.is_tracing():
         tracemalloc.start(FRAMES)
     elif FRAMES:

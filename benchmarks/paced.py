@@ -33,6 +33,7 @@ def start_offsets(n: int, ramp_s: float) -> list[float]:
 
 async def paced_clients(open_session, clients: list[tuple[int, float, str]], t0: float) -> list[RequestRecord]:
     """Run `clients` = [(index, start offset s, text)], each its own session, one request each."""
+
     async def one(i: int, offset: float, text: str) -> RequestRecord:
         await asyncio.sleep(max(0.0, t0 + offset - time.perf_counter()))
         async with open_session(i) as session:
@@ -43,6 +44,7 @@ async def paced_clients(open_session, clients: list[tuple[int, float, str]], t0:
 
 def _client_part(base_url: str, transport: str, clients: list, t0: float, timeout_s: float):
     """One client process: its clients' records and the CPU time it used."""
+
     async def go():
         async with load_client(base_url, timeout_s) as client:
             return await paced_clients(session_factory(transport, base_url, client, timeout_s), clients, t0)
@@ -61,8 +63,16 @@ def level_clients(n: int, ramp_s: float, seed: int, min_chars: int) -> list[tupl
     return [(i, off, long_text(seed * 100_003 + i, min_chars)) for i, off in enumerate(start_offsets(n, ramp_s))]
 
 
-async def paced_level(base_url: str, transport: str, n: int, ramp_s: float, seed: int, min_chars: int,
-                      timeout_s: float, processes: int = 1):
+async def paced_level(
+    base_url: str,
+    transport: str,
+    n: int,
+    ramp_s: float,
+    seed: int,
+    min_chars: int,
+    timeout_s: float,
+    processes: int = 1,
+):
     """One paced level: `(records, wall_s, info)` like loop.py's drivers; wall runs from the first
     client's start to the last stream's end."""
     clients = level_clients(n, ramp_s, seed, min_chars)
@@ -80,14 +90,21 @@ async def paced_level(base_url: str, transport: str, n: int, ramp_s: float, seed
         with concurrent.futures.ProcessPoolExecutor(procs, mp_context=ctx) as pool:
             await asyncio.gather(*(loop.run_in_executor(pool, _ready) for _ in range(procs)))
             t0 = time.perf_counter() + START_DELAY_S
-            parts = await asyncio.gather(*(
-                loop.run_in_executor(pool, _client_part, base_url, transport, clients[k::procs], t0, timeout_s)
-                for k in range(procs)))
+            parts = await asyncio.gather(
+                *(
+                    loop.run_in_executor(pool, _client_part, base_url, transport, clients[k::procs], t0, timeout_s)
+                    for k in range(procs)
+                )
+            )
             wall = time.perf_counter() - t0
         records = [r for part, _ in parts for r in part]
         cpu = [c for _, c in parts]
-    info = {"client_processes": procs, "client_cpu_pct": round(100 * sum(cpu) / wall, 1),
-            "client_cpu_pct_max": round(100 * max(cpu) / wall, 1), **stream_figures(records, ramp_s)}
+    info = {
+        "client_processes": procs,
+        "client_cpu_pct": round(100 * sum(cpu) / wall, 1),
+        "client_cpu_pct_max": round(100 * max(cpu) / wall, 1),
+        **stream_figures(records, ramp_s),
+    }
     return records, wall, info
 
 
@@ -106,10 +123,12 @@ def peak_in_flight(records: list[RequestRecord]) -> int:
 
 def stream_figures(records: list[RequestRecord], ramp_s: float) -> dict:
     ok = [r for r in records if r.ok]
-    return {"streams_held": sum(1 for r in ok if playback(r).underruns == 0),
-            "peak_streams": peak_in_flight(records),
-            "audio_s_per_stream_p50": round(pct([r.audio_s for r in ok], 50) or 0.0, 2),
-            "ramp_s": ramp_s}
+    return {
+        "streams_held": sum(1 for r in ok if playback(r).underruns == 0),
+        "peak_streams": peak_in_flight(records),
+        "audio_s_per_stream_p50": round(pct([r.audio_s for r in ok], 50) or 0.0, 2),
+        "ramp_s": ramp_s,
+    }
 
 
 def fmt(v, spec=".1f") -> str:
@@ -117,18 +136,24 @@ def fmt(v, spec=".1f") -> str:
 
 
 def print_table(rows: list[dict]) -> None:
-    head = (f"{'tr':<4} {'N':>5} {'held':>5} {'peak':>5} {'err':>4} {'TTFA50':>7} {'TTFA99':>7} {'gap99':>7} "
-            f"{'undr':>5} {'u-str':>5} {'pre99':>7} {'aud/str':>7} {'aud/s':>7} {'run':>6} {'step':>5} {'loop%':>5}")
+    head = (
+        f"{'tr':<4} {'N':>5} {'held':>5} {'peak':>5} {'err':>4} {'TTFA50':>7} {'TTFA99':>7} {'gap99':>7} "
+        f"{'undr':>5} {'u-str':>5} {'pre99':>7} {'aud/str':>7} {'aud/s':>7} {'run':>6} {'step':>5} {'loop%':>5}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['transport']:<4} {r['level']:>5g} {r['streams_held']:>5} {r['peak_streams']:>5} "
-              f"{sum(r['errors'].values()):>4} {fmt(r['ttfa_ms_p50']):>7} {fmt(r['ttfa_ms_p99']):>7} "
-              f"{fmt(r['gap_ms_p99']):>7} {r['underruns']:>5} {r['underrun_requests']:>5} "
-              f"{fmt(r['prebuffer_ms_p99']):>7} {fmt(r['audio_s_per_stream_p50']):>7} {fmt(r['audio_s_per_s'], '.2f'):>7} "
-              f"{fmt(r.get('running_requests_mean'), '.1f'):>6} {fmt(r.get('step_ms_mean')):>5} "
-              f"{fmt(r.get('loop_cpu_pct'), '.0f'):>5}")
-    print("N = paced streams (one long text each, played at 1x from its first chunk); held = finished with no "
-          "error and no underrun; peak = most in flight at once; TTFA/gap/pre99 in ms; undr = underruns, u-str = "
-          "streams with any; pre99 = p99 prebuffer that would have avoided them; aud/str = audio s per stream "
-          "(p50); aud/s = audio s per s of the level; run = engine running requests (mean); step = engine step ms")
+        print(
+            f"{r['transport']:<4} {r['level']:>5g} {r['streams_held']:>5} {r['peak_streams']:>5} "
+            f"{sum(r['errors'].values()):>4} {fmt(r['ttfa_ms_p50']):>7} {fmt(r['ttfa_ms_p99']):>7} "
+            f"{fmt(r['gap_ms_p99']):>7} {r['underruns']:>5} {r['underrun_requests']:>5} "
+            f"{fmt(r['prebuffer_ms_p99']):>7} {fmt(r['audio_s_per_stream_p50']):>7} {fmt(r['audio_s_per_s'], '.2f'):>7} "
+            f"{fmt(r.get('running_requests_mean'), '.1f'):>6} {fmt(r.get('step_ms_mean')):>5} "
+            f"{fmt(r.get('loop_cpu_pct'), '.0f'):>5}"
+        )
+    print(
+        "N = paced streams (one long text each, played at 1x from its first chunk); held = finished with no "
+        "error and no underrun; peak = most in flight at once; TTFA/gap/pre99 in ms; undr = underruns, u-str = "
+        "streams with any; pre99 = p99 prebuffer that would have avoided them; aud/str = audio s per stream "
+        "(p50); aud/s = audio s per s of the level; run = engine running requests (mean); step = engine step ms"
+    )

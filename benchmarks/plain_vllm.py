@@ -49,8 +49,18 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import machine  # noqa: E402
 
 VARIANTS = ("plain", "ours")
-LLAMA_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
-              "intermediate_size", "vocab_size", "rms_norm_eps", "rope_theta", "max_position_embeddings")
+LLAMA_KEYS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "rms_norm_eps",
+    "rope_theta",
+    "max_position_embeddings",
+)
 
 
 def write_plain_llama(voice_config: dict, out: Path, seed: int) -> Path:
@@ -59,9 +69,14 @@ def write_plain_llama(voice_config: dict, out: Path, seed: int) -> Path:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(**{k: voice_config[k] for k in LLAMA_KEYS if k in voice_config},
-                      tie_word_embeddings=False, bos_token_id=None, eos_token_id=None, pad_token_id=None,
-                      torch_dtype="float16")
+    cfg = LlamaConfig(
+        **{k: voice_config[k] for k in LLAMA_KEYS if k in voice_config},
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        torch_dtype="float16",
+    )
     LlamaForCausalLM(cfg).to(torch.float16).save_pretrained(out)
     return out
 
@@ -114,9 +129,13 @@ async def measure(llm, trace: StepTrace, ours: bool, stop_id: int, batch: list[l
     from vllm.inputs import TokensPrompt
     from vllm.sampling_params import RequestOutputKind
 
-    params = SamplingParams(temperature=0.0, max_tokens=steps + 1, detokenize=False,
-                            output_kind=RequestOutputKind.DELTA,
-                            **({"stop_token_ids": [stop_id]} if ours else {"ignore_eos": True}))
+    params = SamplingParams(
+        temperature=0.0,
+        max_tokens=steps + 1,
+        detokenize=False,
+        output_kind=RequestOutputKind.DELTA,
+        **({"stop_token_ids": [stop_id]} if ours else {"ignore_eos": True}),
+    )
     rows, started, marks = len(batch), set(), {}
     trace.steps.clear()
 
@@ -136,14 +155,18 @@ async def measure(llm, trace: StepTrace, ours: bool, stop_id: int, batch: list[l
     a, b = marks.get("all_started", 0) + 1, marks.get("first_done", len(trace.steps)) - 1
     window = trace.steps[a:b]
     if any(r != rows for _, r in window):  # the last reports can already show finished rows
-        window = window[:[r for _, r in window].index(next(r for _, r in window if r != rows))]
+        window = window[: [r for _, r in window].index(next(r for _, r in window if r != rows))]
     if len(window) < 2:
         return {"rows": rows, "steps_measured": 0, "step_ms": None, "wall_s": round(wall, 3)}
     diffs = [y[0] - x[0] for x, y in zip(window, window[1:])]
     ms = 1000 * (window[-1][0] - window[0][0]) / (len(window) - 1)
-    return {"rows": rows, "steps_measured": len(window) - 1, "step_ms": round(ms, 4),
-            "step_ms_p50": round(1000 * statistics.median(diffs), 4),
-            "wall_s": round(wall, 3)}
+    return {
+        "rows": rows,
+        "steps_measured": len(window) - 1,
+        "step_ms": round(ms, 4),
+        "step_ms_p50": round(1000 * statistics.median(diffs), 4),
+        "wall_s": round(wall, 3),
+    }
 
 
 def engine_args(a) -> dict:
@@ -159,9 +182,12 @@ def engine_args(a) -> dict:
     dtype_bytes = 4 if ours.dtype == "float32" else 2
     tokens = max(a.rows) * (a.prompt_len + a.steps + 16)
     ours = dataclasses.replace(
-        ours, max_num_seqs=max(a.rows), max_model_len=a.prompt_len + a.steps + 8,
+        ours,
+        max_num_seqs=max(a.rows),
+        max_model_len=a.prompt_len + a.steps + 8,
         kv_cache_memory_bytes=int(1.2 * tokens * kv_bytes_per_token(voice, dtype_bytes)) + (64 << 20),
-        gpu_memory_utilization=a.gpu_memory_utilization)
+        gpu_memory_utilization=a.gpu_memory_utilization,
+    )
     plain = dataclasses.replace(ours, model=str(a.plain_dir), logits_processors=None)
     return {"plain": plain, "ours": ours}
 
@@ -211,30 +237,42 @@ def ratio(x, y):
 
 
 def print_table(rows: list[dict]) -> None:
-    head = (f"{'rows':>5} {'plain ms':>9} {'ours ms':>9} {'ours/plain':>10} {'plain p50':>9} {'ours p50':>9} "
-            f"{'p50 ratio':>9} {'plain st/s':>10} {'ours st/s':>9} {'steps':>9}")
+    head = (
+        f"{'rows':>5} {'plain ms':>9} {'ours ms':>9} {'ours/plain':>10} {'plain p50':>9} {'ours p50':>9} "
+        f"{'p50 ratio':>9} {'plain st/s':>10} {'ours st/s':>9} {'steps':>9}"
+    )
     print(head)
     print("-" * len(head))
     f = lambda v, spec=".3f": "-" if v is None else format(v, spec)  # noqa: E731
     for r in rows:
         p, o = r["plain"], r["ours"]
-        print(f"{r['rows']:>5} {f(p['step_ms']):>9} {f(o['step_ms']):>9} {f(r['ours_over_plain']):>10} "
-              f"{f(p['step_ms_p50']):>9} {f(o['step_ms_p50']):>9} {f(r['ours_over_plain_p50']):>9} "
-              f"{f(p['step_ms'] and 1000 / p['step_ms'], '.1f'):>10} {f(o['step_ms'] and 1000 / o['step_ms'], '.1f'):>9} "
-              f"{p['steps_measured']:>4}/{o['steps_measured']:<4}")
-    print("ms = mean engine step at exactly `rows` decoding rows, p50 = median step (each the median over rounds); "
-          "st/s = steps per second from the mean; steps = decode steps measured in the shortest round, plain/ours")
+        print(
+            f"{r['rows']:>5} {f(p['step_ms']):>9} {f(o['step_ms']):>9} {f(r['ours_over_plain']):>10} "
+            f"{f(p['step_ms_p50']):>9} {f(o['step_ms_p50']):>9} {f(r['ours_over_plain_p50']):>9} "
+            f"{f(p['step_ms'] and 1000 / p['step_ms'], '.1f'):>10} {f(o['step_ms'] and 1000 / o['step_ms'], '.1f'):>9} "
+            f"{p['steps_measured']:>4}/{o['steps_measured']:<4}"
+        )
+    print(
+        "ms = mean engine step at exactly `rows` decoding rows, p50 = median step (each the median over rounds); "
+        "st/s = steps per second from the mean; steps = decode steps measured in the shortest round, plain/ours"
+    )
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     p.add_argument("--model", type=Path, default=ROOT / "voices" / "default", help="our voice's model directory")
     p.add_argument("--rows", type=lambda s: [int(x) for x in s.split(",")], default=[16, 64, 256, 1024])
     p.add_argument("--steps", type=int, default=300, help="decode steps per request (max_tokens - 1)")
-    p.add_argument("--prompt-len", type=int, default=384, help="prompt ids per request: ours must not finish "
-                   "within --steps (the default voice ran 290 steps on 256 random ids; rows of a large batch also "
-                   "start decoding over several prefill steps)")
+    p.add_argument(
+        "--prompt-len",
+        type=int,
+        default=384,
+        help="prompt ids per request: ours must not finish "
+        "within --steps (the default voice ran 290 steps on 256 random ids; rows of a large batch also "
+        "start decoding over several prefill steps)",
+    )
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--server-args", default="", help="`uttera serve` flags whose engine arguments both use")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.3, help="per engine (two are alive)")
@@ -270,8 +308,11 @@ def main() -> None:
                         engines[v][1].send(("run", batch))
                         m = engines[v][1].recv()
                         runs[v, r].append(m)
-                        print(f"  round {rnd + 1} rows {r} {v}: {m['step_ms']} ms a step over "
-                              f"{m['steps_measured']} steps", flush=True)
+                        print(
+                            f"  round {rnd + 1} rows {r} {v}: {m['step_ms']} ms a step over "
+                            f"{m['steps_measured']} steps",
+                            flush=True,
+                        )
         finally:
             for proc, conn in engines.values():
                 with contextlib.suppress(OSError):
@@ -295,11 +336,26 @@ def main() -> None:
         table.append(row)
     print_table(table)
     meta["loadavg_end"] = machine.loadavg()
-    a.out.write_text(json.dumps({**meta, "model": str(a.model), "plain_config": {k: voice.get(k) for k in LLAMA_KEYS},
-                                 "server_args": a.server_args, "dtype": args["ours"].dtype,
-                                 "enforce_eager": args["ours"].enforce_eager,
-                                 "scheduling_policy": args["ours"].scheduling_policy, "steps": a.steps, "prompt_len": a.prompt_len, "rounds": a.rounds,
-                                 "seed": a.seed, "results": table}, indent=1) + "\n")
+    a.out.write_text(
+        json.dumps(
+            {
+                **meta,
+                "model": str(a.model),
+                "plain_config": {k: voice.get(k) for k in LLAMA_KEYS},
+                "server_args": a.server_args,
+                "dtype": args["ours"].dtype,
+                "enforce_eager": args["ours"].enforce_eager,
+                "scheduling_policy": args["ours"].scheduling_policy,
+                "steps": a.steps,
+                "prompt_len": a.prompt_len,
+                "rounds": a.rounds,
+                "seed": a.seed,
+                "results": table,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {a.out}")
 
 

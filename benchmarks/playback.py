@@ -54,9 +54,14 @@ class RequestRecord:
 
     def to_json(self) -> dict:
         """Compact form for result files: times relative to t_send, ms."""
-        return {"transport": self.transport, "kind": self.kind, "chars": self.chars, "error": self.error,
-                "t_send": self.t_send,
-                "chunks_ms": [[round(1000 * (t - self.t_send), 2), int(n)] for t, n in self.arrivals]}
+        return {
+            "transport": self.transport,
+            "kind": self.kind,
+            "chars": self.chars,
+            "error": self.error,
+            "t_send": self.t_send,
+            "chunks_ms": [[round(1000 * (t - self.t_send), 2), int(n)] for t, n in self.arrivals],
+        }
 
 
 @dataclass(frozen=True, slots=True)

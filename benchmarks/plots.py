@@ -8,8 +8,9 @@ import textwrap
 from pathlib import Path
 
 
-def plot_sweep(levels: list[dict], path: Path, title: str, floor_ms: float | None = None,
-               budget_ms: float | None = None) -> Path | None:
+def plot_sweep(
+    levels: list[dict], path: Path, title: str, floor_ms: float | None = None, budget_ms: float | None = None
+) -> Path | None:
     """Write `path` (PNG); returns it, or None when matplotlib is not installed."""
     try:
         import matplotlib
@@ -27,8 +28,12 @@ def plot_sweep(levels: list[dict], path: Path, title: str, floor_ms: float | Non
         axes[0].plot(x, [lv["ttfa_ms_p99"] for lv in rows], "s--", label=f"{transport} p99")
         axes[1].plot(x, [lv["audio_s_per_s"] for lv in rows], "o-", label=transport)
         axes[2].plot(x, [lv["underruns"] / max(lv["ok"], 1) for lv in rows], "o-", label=f"{transport} per request")
-        axes[2].plot(x, [lv["underrun_requests"] / max(lv["ok"], 1) for lv in rows], "s--",
-                     label=f"{transport} share of requests with any")
+        axes[2].plot(
+            x,
+            [lv["underrun_requests"] / max(lv["ok"], 1) for lv in rows],
+            "s--",
+            label=f"{transport} share of requests with any",
+        )
     if floor_ms:
         axes[0].axhline(floor_ms, color="gray", lw=1, label=f"floor {floor_ms:.0f} ms")
     if budget_ms:

@@ -101,13 +101,20 @@ def synthesize_all(base_url: str, texts: list[str], timeout_s: float) -> tuple[l
             loads.append(loadavg()[0])
             rec["audio_s"] = len(rec["pcm"]) / 2 / rec["sr"]
             out.append(rec)
-            print(f"[synth {n + 1}/{len(texts)}] ttfa {1000 * rec['ttfa_s']:.0f} ms, "
-                  f"rtf {rec['total_s'] / max(rec['audio_s'], 1e-9):.3f}, {rec['audio_s']:.2f} s audio", flush=True)
+            print(
+                f"[synth {n + 1}/{len(texts)}] ttfa {1000 * rec['ttfa_s']:.0f} ms, "
+                f"rtf {rec['total_s'] / max(rec['audio_s'], 1e-9):.3f}, {rec['audio_s']:.2f} s audio",
+                flush=True,
+            )
         wall = time.monotonic() - t0
-    phase = {"wall_s": round(wall, 1), "load1_mean": round(statistics.fmean(loads), 2), "load1_max": max(loads),
-             "length_ends": after.get(LENGTH, 0) - first.get(LENGTH, 0),
-             "stop_ends": after.get(STOP, 0) - first.get(STOP, 0),
-             "metrics_have_finish_counter": LENGTH in after or STOP in after}
+    phase = {
+        "wall_s": round(wall, 1),
+        "load1_mean": round(statistics.fmean(loads), 2),
+        "load1_max": max(loads),
+        "length_ends": after.get(LENGTH, 0) - first.get(LENGTH, 0),
+        "stop_ends": after.get(STOP, 0) - first.get(STOP, 0),
+        "metrics_have_finish_counter": LENGTH in after or STOP in after,
+    }
     return out, phase
 
 
@@ -135,8 +142,7 @@ class Teacher:
             pieces = [teacher_audio(self.voice, list(s.phoneme_ids)) for s in sents]
             audio = np.concatenate([p[0] for p in pieces])
             frames = sum(p[1] for p in pieces)
-            self.cache[key] = {"hyp": self.judge.transcribe(audio, sr), "frames": frames,
-                               "audio_s": frames * HOP / sr}
+            self.cache[key] = {"hyp": self.judge.transcribe(audio, sr), "frames": frames, "audio_s": frames * HOP / sr}
         return self.cache[key]
 
     def save(self) -> None:
@@ -177,19 +183,36 @@ def judge_all(lines: list[str], recs: list[dict], a, audio_dir: Path) -> list[di
         ours = ours / max(float(np.abs(ours).max()), 1e-8) * 0.95  # as training/evaluate.py
         hyp = judge.transcribe(ours, rec["sr"])
         ratio = rec["audio_s"] / max(t["audio_s"], 1e-9)
-        row = {"index": rec["index"], "input": line, "text": ref, "ours_hyp": hyp, "teacher_hyp": t["hyp"],
-               "ours_wer": wer(ref, hyp), "teacher_wer": wer(ref, t["hyp"]),
-               "ours_wer_spoken": wer(ref, spoken(hyp)), "teacher_wer_spoken": wer(ref, spoken(t["hyp"])),
-               "ours_audio_s": round(rec["audio_s"], 3), "teacher_audio_s": round(t["audio_s"], 3),
-               "duration_ratio": ratio, "ttfa_ms": 1000 * rec["ttfa_s"], "total_s": rec["total_s"],
-               "rtf": rec["total_s"] / max(rec["audio_s"], 1e-9),
-               "clipped_samples": clipped, "peak_dbfs": 20 * float(np.log10(max(peak, 1) / 32767.0)),
-               "length_ends": rec["length_ends"], "stop_ends": rec["stop_ends"],
-               "ours_last_word": last_word_kept(ref, hyp), "teacher_last_word": last_word_kept(ref, t["hyp"])}
+        row = {
+            "index": rec["index"],
+            "input": line,
+            "text": ref,
+            "ours_hyp": hyp,
+            "teacher_hyp": t["hyp"],
+            "ours_wer": wer(ref, hyp),
+            "teacher_wer": wer(ref, t["hyp"]),
+            "ours_wer_spoken": wer(ref, spoken(hyp)),
+            "teacher_wer_spoken": wer(ref, spoken(t["hyp"])),
+            "ours_audio_s": round(rec["audio_s"], 3),
+            "teacher_audio_s": round(t["audio_s"], 3),
+            "duration_ratio": ratio,
+            "ttfa_ms": 1000 * rec["ttfa_s"],
+            "total_s": rec["total_s"],
+            "rtf": rec["total_s"] / max(rec["audio_s"], 1e-9),
+            "clipped_samples": clipped,
+            "peak_dbfs": 20 * float(np.log10(max(peak, 1) / 32767.0)),
+            "length_ends": rec["length_ends"],
+            "stop_ends": rec["stop_ends"],
+            "ours_last_word": last_word_kept(ref, hyp),
+            "teacher_last_word": last_word_kept(ref, t["hyp"]),
+        }
         row["truncated"] = ratio < SHORT_RATIO or not row["ours_last_word"]
         rows.append(row)
-        print(f"[judge {n + 1}/{len(lines)}] wer ours={row['ours_wer']:.2f} teacher={row['teacher_wer']:.2f} "
-              f"dur={ratio:.2f} | {hyp}", flush=True)
+        print(
+            f"[judge {n + 1}/{len(lines)}] wer ours={row['ours_wer']:.2f} teacher={row['teacher_wer']:.2f} "
+            f"dur={ratio:.2f} | {hyp}",
+            flush=True,
+        )
         if n % 20 == 19:
             teacher.save()
     teacher.save()
@@ -216,25 +239,32 @@ def summarize(rows: list[dict], phase: dict) -> dict:
         s[f"ours_over_0.5{v}"] = sum(r[f"ours_wer{v}"] > 0.5 for r in rows)
         s[f"teacher_over_0.5{v}"] = sum(r[f"teacher_wer{v}"] > 0.5 for r in rows)
         s[f"ours_over_0.5_teacher_not{v}"] = sum(r[f"ours_wer{v}"] > 0.5 >= r[f"teacher_wer{v}"] for r in rows)
-    s.update({
-        "duration_ratio_min": min(ratios), "duration_ratio_mean": statistics.fmean(ratios),
-        "duration_ratio_max": max(ratios),
-        "duration_outside_30pct": sum(not 0.7 <= x <= 1.3 for x in ratios),
-        "runaways": int(phase["length_ends"]), "engine_stop_ends": int(phase["stop_ends"]),
-        "runaway_sentences": sum(r["length_ends"] > 0 for r in rows),
-        "truncated": sum(r["truncated"] for r in rows),
-        "truncated_short": sum(r["duration_ratio"] < SHORT_RATIO for r in rows),
-        "ours_last_word_missing": sum(not r["ours_last_word"] for r in rows),
-        "teacher_last_word_missing": sum(not r["teacher_last_word"] for r in rows),
-        "truncated_not_teacher": sum(r["truncated"] and (r["duration_ratio"] < SHORT_RATIO or r["teacher_last_word"])
-                                     for r in rows),
-        "rtf_mean": statistics.fmean(r["rtf"] for r in rows), "rtf_p95": pct([r["rtf"] for r in rows], 95),
-        "ttfa_ms_p50": pct([r["ttfa_ms"] for r in rows], 50), "ttfa_ms_p95": pct([r["ttfa_ms"] for r in rows], 95),
-        "audio_s_total": sum(r["ours_audio_s"] for r in rows),
-        "clipped_clips": sum(r.get("clipped_samples", 0) > 0 for r in rows),
-        "clipped_samples": sum(r.get("clipped_samples", 0) for r in rows),
-        "peak_dbfs_max": max(r.get("peak_dbfs", float("-inf")) for r in rows),
-    })
+    s.update(
+        {
+            "duration_ratio_min": min(ratios),
+            "duration_ratio_mean": statistics.fmean(ratios),
+            "duration_ratio_max": max(ratios),
+            "duration_outside_30pct": sum(not 0.7 <= x <= 1.3 for x in ratios),
+            "runaways": int(phase["length_ends"]),
+            "engine_stop_ends": int(phase["stop_ends"]),
+            "runaway_sentences": sum(r["length_ends"] > 0 for r in rows),
+            "truncated": sum(r["truncated"] for r in rows),
+            "truncated_short": sum(r["duration_ratio"] < SHORT_RATIO for r in rows),
+            "ours_last_word_missing": sum(not r["ours_last_word"] for r in rows),
+            "teacher_last_word_missing": sum(not r["teacher_last_word"] for r in rows),
+            "truncated_not_teacher": sum(
+                r["truncated"] and (r["duration_ratio"] < SHORT_RATIO or r["teacher_last_word"]) for r in rows
+            ),
+            "rtf_mean": statistics.fmean(r["rtf"] for r in rows),
+            "rtf_p95": pct([r["rtf"] for r in rows], 95),
+            "ttfa_ms_p50": pct([r["ttfa_ms"] for r in rows], 50),
+            "ttfa_ms_p95": pct([r["ttfa_ms"] for r in rows], 95),
+            "audio_s_total": sum(r["ours_audio_s"] for r in rows),
+            "clipped_clips": sum(r.get("clipped_samples", 0) > 0 for r in rows),
+            "clipped_samples": sum(r.get("clipped_samples", 0) for r in rows),
+            "peak_dbfs_max": max(r.get("peak_dbfs", float("-inf")) for r in rows),
+        }
+    )
     return s
 
 
@@ -242,7 +272,8 @@ def table(s: dict) -> tuple[str, dict]:
     """The result table (markdown) and the issue's targets, each with met/not met."""
     f1 = lambda x: f"{100 * x:.1f} %"  # noqa: E731
     met = {
-        "wer_ratio_le_1.5": s["wer_ratio"] <= 1.5, "wer_ratio_le_1.2_aim": s["wer_ratio"] <= 1.2,
+        "wer_ratio_le_1.5": s["wer_ratio"] <= 1.5,
+        "wer_ratio_le_1.2_aim": s["wer_ratio"] <= 1.2,
         "wer_ratio_spoken_le_1.5": s["wer_ratio_spoken"] <= 1.5,
         "wer_ratio_spoken_le_1.2_aim": s["wer_ratio_spoken"] <= 1.2,
         "no_sentence_over_0.5": s["ours_over_0.5"] == 0,
@@ -253,31 +284,70 @@ def table(s: dict) -> tuple[str, dict]:
     }
     ok = lambda k: "met" if met[k] else "NOT met"  # noqa: E731
     rows = [
-        ("corpus WER", f1(s["ours_wer"]), f1(s["teacher_wer"]),
-         f"ratio {s['wer_ratio']:.2f}: ≤ 1.5× {ok('wer_ratio_le_1.5')}; aim 1.2× {ok('wer_ratio_le_1.2_aim')}"),
-        ("corpus WER, spoken", f1(s["ours_wer_spoken"]), f1(s["teacher_wer_spoken"]),
-         f"ratio {s['wer_ratio_spoken']:.2f}: ≤ 1.5× {ok('wer_ratio_spoken_le_1.5')}; "
-         f"aim 1.2× {ok('wer_ratio_spoken_le_1.2_aim')}"),
-        ("worst sentence WER (spoken)", f"{s['ours_worst_wer']:.2f} ({s['ours_worst_wer_spoken']:.2f})",
-         f"{s['teacher_worst_wer']:.2f} ({s['teacher_worst_wer_spoken']:.2f})", ""),
-        ("sentences WER > 0.5 (spoken)", f"{s['ours_over_0.5']} ({s['ours_over_0.5_spoken']})",
-         f"{s['teacher_over_0.5']} ({s['teacher_over_0.5_spoken']})", f"0: {ok('no_sentence_over_0.5')}"),
-        ("… ours > 0.5 where teacher ≤ 0.5 (spoken)",
-         f"{s['ours_over_0.5_teacher_not']} ({s['ours_over_0.5_teacher_not_spoken']})", "–", ""),
-        ("duration ratio ours/teacher min / mean / max",
-         f"{s['duration_ratio_min']:.2f} / {s['duration_ratio_mean']:.2f} / {s['duration_ratio_max']:.2f}", "–", ""),
+        (
+            "corpus WER",
+            f1(s["ours_wer"]),
+            f1(s["teacher_wer"]),
+            f"ratio {s['wer_ratio']:.2f}: ≤ 1.5× {ok('wer_ratio_le_1.5')}; aim 1.2× {ok('wer_ratio_le_1.2_aim')}",
+        ),
+        (
+            "corpus WER, spoken",
+            f1(s["ours_wer_spoken"]),
+            f1(s["teacher_wer_spoken"]),
+            f"ratio {s['wer_ratio_spoken']:.2f}: ≤ 1.5× {ok('wer_ratio_spoken_le_1.5')}; "
+            f"aim 1.2× {ok('wer_ratio_spoken_le_1.2_aim')}",
+        ),
+        (
+            "worst sentence WER (spoken)",
+            f"{s['ours_worst_wer']:.2f} ({s['ours_worst_wer_spoken']:.2f})",
+            f"{s['teacher_worst_wer']:.2f} ({s['teacher_worst_wer_spoken']:.2f})",
+            "",
+        ),
+        (
+            "sentences WER > 0.5 (spoken)",
+            f"{s['ours_over_0.5']} ({s['ours_over_0.5_spoken']})",
+            f"{s['teacher_over_0.5']} ({s['teacher_over_0.5_spoken']})",
+            f"0: {ok('no_sentence_over_0.5')}",
+        ),
+        (
+            "… ours > 0.5 where teacher ≤ 0.5 (spoken)",
+            f"{s['ours_over_0.5_teacher_not']} ({s['ours_over_0.5_teacher_not_spoken']})",
+            "–",
+            "",
+        ),
+        (
+            "duration ratio ours/teacher min / mean / max",
+            f"{s['duration_ratio_min']:.2f} / {s['duration_ratio_mean']:.2f} / {s['duration_ratio_max']:.2f}",
+            "–",
+            "",
+        ),
         ("… outside ±30 %", str(s["duration_outside_30pct"]), "–", f"0: {ok('durations_within_30pct')}"),
-        ("runaways (engine ends by length / by stop)", f"{s['runaways']} / {s['engine_stop_ends']}", "–",
-         f"0: {ok('zero_runaways')}"),
-        ("truncated (short < 0.7× / last word missing)",
-         f"{s['truncated']} ({s['truncated_short']} / {s['ours_last_word_missing']})",
-         f"– (– / {s['teacher_last_word_missing']})", ""),
+        (
+            "runaways (engine ends by length / by stop)",
+            f"{s['runaways']} / {s['engine_stop_ends']}",
+            "–",
+            f"0: {ok('zero_runaways')}",
+        ),
+        (
+            "truncated (short < 0.7× / last word missing)",
+            f"{s['truncated']} ({s['truncated_short']} / {s['ours_last_word_missing']})",
+            f"– (– / {s['teacher_last_word_missing']})",
+            "",
+        ),
         ("… truncated where the teacher's transcript has the last word", str(s["truncated_not_teacher"]), "–", ""),
-        ("single-stream RTF mean / p95 (HTTP, incl. vocoder)", f"{s['rtf_mean']:.3f} / {s['rtf_p95']:.3f}", "–",
-         f"≤ 0.5: {ok('rtf_le_0.5')}"),
+        (
+            "single-stream RTF mean / p95 (HTTP, incl. vocoder)",
+            f"{s['rtf_mean']:.3f} / {s['rtf_p95']:.3f}",
+            "–",
+            f"≤ 0.5: {ok('rtf_le_0.5')}",
+        ),
         ("TTFA p50 / p95", f"{s['ttfa_ms_p50']:.0f} / {s['ttfa_ms_p95']:.0f} ms", "–", ""),
-        ("clipped clips / samples (at full scale); peak", f"{s['clipped_clips']} / {s['clipped_samples']}; "
-         f"{s['peak_dbfs_max']:.1f} dBFS", "–", f"0: {ok('zero_clipped_samples')}"),
+        (
+            "clipped clips / samples (at full scale); peak",
+            f"{s['clipped_clips']} / {s['clipped_samples']}; {s['peak_dbfs_max']:.1f} dBFS",
+            "–",
+            f"0: {ok('zero_clipped_samples')}",
+        ),
     ]
     lines = ["| metric | ours | teacher | target |", "| --- | --- | --- | --- |"]
     lines += [f"| {' | '.join(r)} |" for r in rows]
@@ -285,9 +355,11 @@ def table(s: dict) -> tuple[str, dict]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n".join(__doc__.splitlines()[1:]))
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.splitlines()[1:]),
+    )
     p.add_argument("--model", type=Path, default=ROOT / "voices" / "default", help="voice directory to serve")
     p.add_argument("--url", help="use a running server at this base URL instead of starting one")
     p.add_argument("--server-args", default="", help="extra `uttera serve` flags, one string")
@@ -296,8 +368,9 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="Whisper CPU threads")
     p.add_argument("--timeout-s", type=float, default=300.0, help="per request")
-    p.add_argument("--cache-dir", type=Path, default=ROOT / ".work" / "quality",
-                   help="teacher cache + our WAVs (git-ignored)")
+    p.add_argument(
+        "--cache-dir", type=Path, default=ROOT / ".work" / "quality", help="teacher cache + our WAVs (git-ignored)"
+    )
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "quality.json")
     a = p.parse_args()
     # SIGTERM (kill PID) unwinds like Ctrl-C, so the server we started is stopped, not orphaned.
@@ -310,8 +383,10 @@ def main() -> None:
 
     missing = [m for m in ("ctranslate2", "faster_whisper", "jiwer", "piper") if importlib.util.find_spec(m) is None]
     if missing:  # before the synthesis phase, not after it
-        raise SystemExit(f"quality.py judges with Whisper and the teacher; this interpreter lacks {missing} "
-                         "(see training/README.md for the judging environment)")
+        raise SystemExit(
+            f"quality.py judges with Whisper and the teacher; this interpreter lacks {missing} "
+            "(see training/README.md for the judging environment)"
+        )
     info = machine.describe()
     all_lines = [ln.strip() for ln in a.sentences.read_text().splitlines() if ln.strip()]
     idx = select(all_lines, a.limit, a.seed)
@@ -330,11 +405,27 @@ def main() -> None:
     summary = summarize(rows, phase)
     text, met = table(summary)
     print(text)
-    print(f"\n{len(rows)} sentences; synthesis phase {phase['wall_s']} s, load1 mean {phase['load1_mean']} "
-          f"max {phase['load1_max']}; {info['cpu']}, {info['cores']} cores")
-    a.out.write_text(json.dumps({"machine": info, "model": str(a.url or a.model), "seed": a.seed, "limit": a.limit,
-                                 "synthesis_phase": phase, "summary": summary, "targets_met": met,
-                                 "table_md": text, "rows": rows}, indent=1) + "\n")
+    print(
+        f"\n{len(rows)} sentences; synthesis phase {phase['wall_s']} s, load1 mean {phase['load1_mean']} "
+        f"max {phase['load1_max']}; {info['cpu']}, {info['cores']} cores"
+    )
+    a.out.write_text(
+        json.dumps(
+            {
+                "machine": info,
+                "model": str(a.url or a.model),
+                "seed": a.seed,
+                "limit": a.limit,
+                "synthesis_phase": phase,
+                "summary": summary,
+                "targets_met": met,
+                "table_md": text,
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {os.path.relpath(a.out)}")
 
 

@@ -30,14 +30,33 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def started_server(model_dir: Path, server_args: str = "", log_path: Path | None = None,
-                   startup_timeout_s: float = 900.0, stop_timeout_s: float = 60.0):
+def started_server(
+    model_dir: Path,
+    server_args: str = "",
+    log_path: Path | None = None,
+    startup_timeout_s: float = 900.0,
+    stop_timeout_s: float = 60.0,
+):
     """Start the server, wait until GET /health is 200, yield its base URL, stop it."""
     port = free_port()
-    cmd = [sys.executable, "-m", "uttera_server", "serve", "--model", str(model_dir), "--host", "127.0.0.1",
-           "--port", str(port), *shlex.split(server_args)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "uttera_server",
+        "serve",
+        "--model",
+        str(model_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *shlex.split(server_args),
+    ]
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+    }
     log = open(log_path, "wb") if log_path else subprocess.DEVNULL
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
@@ -56,8 +75,9 @@ def started_server(model_dir: Path, server_args: str = "", log_path: Path | None
             log.close()
 
 
-def wait_healthy(base_url: str, timeout_s: float = 30.0, *, proc: subprocess.Popen | None = None,
-                 log_path: Path | None = None) -> None:
+def wait_healthy(
+    base_url: str, timeout_s: float = 30.0, *, proc: subprocess.Popen | None = None, log_path: Path | None = None
+) -> None:
     """Wait until GET /health is 200 (for `--url`: fail early when nothing healthy listens there); with
     `proc`, fail as soon as that server process exits."""
     deadline = time.monotonic() + timeout_s
@@ -123,8 +143,10 @@ def engine_summary(before: dict, after: dict, samples: list[dict], wall_s: float
             cpu = after[name] - before[name]
             out[f"{key}_cpu_pct"] = round(100 * cpu / wall_s, 1) if wall_s > 0 else None
             out[f"{key}_cpu_ms_per_audio_s"] = round(1000 * cpu / audio, 3) if audio > 0 else None
-    for key, name in (("server_underruns", "uttera_stream_underruns_total"),
-                      ("server_audio_s", "uttera_audio_seconds_total")):
+    for key, name in (
+        ("server_underruns", "uttera_stream_underruns_total"),
+        ("server_audio_s", "uttera_audio_seconds_total"),
+    ):
         if name in before and name in after:
             out[key] = round(after[name] - before[name], 3)
     return out

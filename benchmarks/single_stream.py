@@ -100,14 +100,26 @@ async def run(base, n, seed):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default_model = ROOT / "voices" / "default"
-    p.add_argument("--model", type=Path, default=default_model if default_model.exists() else ROOT / "models" / "tiny-dev")
+    p.add_argument(
+        "--model", type=Path, default=default_model if default_model.exists() else ROOT / "models" / "tiny-dev"
+    )
     p.add_argument("--requests", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "single_stream.json")
     p.add_argument("--extra", default="", help="extra `uttera serve` flags, one string")
     a = p.parse_args()
     port = free_port()
-    cmd = [sys.executable, "-m", "uttera_server", "serve", "--model", str(a.model), "--port", str(port), *a.extra.split()]
+    cmd = [
+        sys.executable,
+        "-m",
+        "uttera_server",
+        "serve",
+        "--model",
+        str(a.model),
+        "--port",
+        str(port),
+        *a.extra.split(),
+    ]
     log = open(a.out.with_suffix(".server.log"), "w") if a.out.parent.exists() else subprocess.DEVNULL
     server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
@@ -131,16 +143,33 @@ def main():
     for transport, rs in results.items():
         ttfa = [r[0] * 1000 for r in rs]
         rtf = [r[1] / r[2] for r in rs]
-        rows[transport] = {"n": len(rs), "ttfa_ms_p50": pct(ttfa, 50), "ttfa_ms_p95": pct(ttfa, 95),
-                           "rtf_mean": statistics.fmean(rtf), "rtf_p95": pct(rtf, 95),
-                           "audio_s_mean": statistics.fmean(r[2] for r in rs)}
+        rows[transport] = {
+            "n": len(rs),
+            "ttfa_ms_p50": pct(ttfa, 50),
+            "ttfa_ms_p95": pct(ttfa, 95),
+            "rtf_mean": statistics.fmean(rtf),
+            "rtf_p95": pct(rtf, 95),
+            "audio_s_mean": statistics.fmean(r[2] for r in rs),
+        }
         r = rows[transport]
-        print(f"{transport:<10} {r['n']:>3} {r['ttfa_ms_p50']:>12.1f} {r['ttfa_ms_p95']:>12.1f} "
-              f"{r['rtf_mean']:>9.3f} {r['rtf_p95']:>8.3f}")
+        print(
+            f"{transport:<10} {r['n']:>3} {r['ttfa_ms_p50']:>12.1f} {r['ttfa_ms_p95']:>12.1f} "
+            f"{r['rtf_mean']:>9.3f} {r['rtf_p95']:>8.3f}"
+        )
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps({"command": " ".join(sys.argv), "model": str(a.model), "seed": a.seed,
-                                 "machine": f"{platform.machine()} {os.cpu_count()} cpus", "results": rows},
-                                indent=2) + "\n")
+    a.out.write_text(
+        json.dumps(
+            {
+                "command": " ".join(sys.argv),
+                "model": str(a.model),
+                "seed": a.seed,
+                "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+                "results": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

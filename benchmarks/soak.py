@@ -33,8 +33,9 @@ import httpx
 import websockets
 
 ACTIONS = {"http": 4, "http_drop": 2, "ws": 3, "ws_cancel": 2, "bad": 1}
-WORDS = ("the quick brown fox jumps over a lazy dog while seven sailors sing about wind and salt "
-         "under a pale morning sky").split()
+WORDS = (
+    "the quick brown fox jumps over a lazy dog while seven sailors sing about wind and salt under a pale morning sky"
+).split()
 
 
 def _text(rng: random.Random) -> str:
@@ -69,8 +70,11 @@ async def _act(action: str, text: str, http: httpx.AsyncClient, ws_url: str, hea
                     return "dropped"
         return "ok"
     if action == "bad":
-        r = await http.post("/v1/audio/speech", content=b'{"model": "uttera", "speed": ' + b"9" * 5000 + b"}",
-                            headers={"content-type": "application/json"})
+        r = await http.post(
+            "/v1/audio/speech",
+            content=b'{"model": "uttera", "speed": ' + b"9" * 5000 + b"}",
+            headers={"content-type": "application/json"},
+        )
         return f"http_{r.status_code}"
     async with websockets.connect(ws_url, additional_headers=headers, max_size=None) as ws:
         await ws.send(json.dumps({"type": "text", "text": text, "context_id": "c"}))
@@ -118,15 +122,27 @@ async def run(args) -> dict:
         await asyncio.gather(sampler(), *(worker(http) for _ in range(args.concurrency)))
     warm = [s for s in samples if s[0] >= args.duration_s / 5 and s[0] <= args.duration_s]
     return {
-        "command": "python -m benchmarks.soak " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-                                                           if k not in ("pid", "out", "api_key", "long")),
-        "seed": args.seed, "duration_s": args.duration_s, "concurrency": args.concurrency,
+        "command": "python -m benchmarks.soak "
+        + " ".join(
+            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("pid", "out", "api_key", "long")
+        ),
+        "seed": args.seed,
+        "duration_s": args.duration_s,
+        "concurrency": args.concurrency,
         "requests": sum(sum(c.values()) for c in outcomes.values()),
         "outcomes": {a: dict(c) for a, c in outcomes.items()},
-        "rss_mb": {"first": samples[0][1], "last": samples[-1][1], "max": max(s[1] for s in samples),
-                   "slope_mb_per_min_after_warmup": _slope_per_min([(t, r) for t, r, _ in warm])},
-        "fds": {"first": samples[0][2], "last": samples[-1][2], "max": max(s[2] for s in samples),
-                "slope_per_min_after_warmup": _slope_per_min([(t, f) for t, _, f in warm])},
+        "rss_mb": {
+            "first": samples[0][1],
+            "last": samples[-1][1],
+            "max": max(s[1] for s in samples),
+            "slope_mb_per_min_after_warmup": _slope_per_min([(t, r) for t, r, _ in warm]),
+        },
+        "fds": {
+            "first": samples[0][2],
+            "last": samples[-1][2],
+            "max": max(s[2] for s in samples),
+            "slope_per_min_after_warmup": _slope_per_min([(t, f) for t, _, f in warm]),
+        },
     }
 
 
@@ -136,7 +152,9 @@ def _print(summary: dict) -> None:
         print(f"{action:<10} {', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}")
     print(f"{'':<10} {'first':>8} {'last':>8} {'max':>8} {'slope/min (after warm-up)':>26}")
     r, f = summary["rss_mb"], summary["fds"]
-    print(f"{'RSS MB':<10} {r['first']:8.1f} {r['last']:8.1f} {r['max']:8.1f} {r['slope_mb_per_min_after_warmup']:26.2f}")
+    print(
+        f"{'RSS MB':<10} {r['first']:8.1f} {r['last']:8.1f} {r['max']:8.1f} {r['slope_mb_per_min_after_warmup']:26.2f}"
+    )
     print(f"{'fds':<10} {f['first']:8d} {f['last']:8d} {f['max']:8d} {f['slope_per_min_after_warmup']:26.2f}")
     print(f"{summary['requests']} requests in {summary['duration_s']:.0f} s")
 

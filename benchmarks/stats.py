@@ -60,6 +60,9 @@ def by_kind(records: list[RequestRecord]) -> dict:
     out = {}
     for kind in sorted({r.kind for r in records}):
         rs = [r for r in records if r.kind == kind and r.ok]
-        out[kind] = {"n": len(rs), "ttfa_ms_p50": round(pct([1000 * r.ttfa_s for r in rs], 50) or 0, 3),
-                     "underruns": sum(playback(r).underruns for r in rs)}
+        out[kind] = {
+            "n": len(rs),
+            "ttfa_ms_p50": round(pct([1000 * r.ttfa_s for r in rs], 50) or 0, 3),
+            "underruns": sum(playback(r).underruns for r in rs),
+        }
     return out

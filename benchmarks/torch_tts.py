@@ -38,10 +38,14 @@ class TorchTTS:
         self.fps, self.n_mels = c["frames_per_step"], c["n_mels"]
         self.max_len = max_len = max_len or c["max_position_embeddings"]  # vLLM's max_model_len default
         # Fused projections: one matmul for q/k/v and one for gate/up per layer (as vLLM does).
-        self.qkv = [torch.cat([self.w[f"model.layers.{i}.self_attn.{n}_proj.weight"] for n in "qkv"]).T.contiguous()
-                    for i in range(self.layers)]
-        self.gate_up = [torch.cat([self.w[f"model.layers.{i}.mlp.{n}_proj.weight"] for n in ("gate", "up")]).T
-                        .contiguous() for i in range(self.layers)]
+        self.qkv = [
+            torch.cat([self.w[f"model.layers.{i}.self_attn.{n}_proj.weight"] for n in "qkv"]).T.contiguous()
+            for i in range(self.layers)
+        ]
+        self.gate_up = [
+            torch.cat([self.w[f"model.layers.{i}.mlp.{n}_proj.weight"] for n in ("gate", "up")]).T.contiguous()
+            for i in range(self.layers)
+        ]
         self.o = [self.w[f"model.layers.{i}.self_attn.o_proj.weight"].T.contiguous() for i in range(self.layers)]
         self.down = [self.w[f"model.layers.{i}.mlp.down_proj.weight"].T.contiguous() for i in range(self.layers)]
         d = self.head_dim
@@ -77,12 +81,13 @@ class TorchTTS:
             q = self._rope(q.view(n, h, d), pos)
             k = self._rope(k.view(n, kvh, d), pos)
             kc, vc = cache[i]
-            kc[start:start + n], vc[start:start + n] = k, v.view(n, kvh, d)
-            keys, values = kc[:start + n], vc[:start + n]
+            kc[start : start + n], vc[start : start + n] = k, v.view(n, kvh, d)
+            keys, values = kc[: start + n], vc[: start + n]
             if kvh != h:
                 keys, values = keys.repeat_interleave(h // kvh, 1), values.repeat_interleave(h // kvh, 1)
-            att = F.scaled_dot_product_attention(q.transpose(0, 1), keys.transpose(0, 1), values.transpose(0, 1),
-                                                 is_causal=n > 1)
+            att = F.scaled_dot_product_attention(
+                q.transpose(0, 1), keys.transpose(0, 1), values.transpose(0, 1), is_causal=n > 1
+            )
             x = x + att.transpose(0, 1).reshape(n, h * d) @ self.o[i]
             y = rms_norm(x, self.w[p + "post_attention_layernorm.weight"], self.eps)
             gate, up = (y @ self.gate_up[i]).chunk(2, -1)
@@ -96,11 +101,12 @@ class TorchTTS:
 
     # --- pointer rules (uttera_server/pointer_logits.py) ---
     def _next(self, logits, outputs: list[int], n_phonemes: int) -> int:
-        lo, hi, stop = pointer_window(outputs, n_phonemes, max_advance=self.max_advance,
-                                      max_dwell=self.max_dwell, offset=self.offset)
+        lo, hi, stop = pointer_window(
+            outputs, n_phonemes, max_advance=self.max_advance, max_dwell=self.max_dwell, offset=self.offset
+        )
         best, token = float("-inf"), self.stop
         if lo <= hi:
-            window = logits[self.offset + lo:self.offset + hi + 1]
+            window = logits[self.offset + lo : self.offset + hi + 1]
             j = int(torch.argmax(window))
             best, token = float(window[j]), self.offset + lo + j
         if stop and float(logits[self.stop]) > best:
@@ -116,9 +122,13 @@ class TorchTTS:
         # MelEngine asks for max_steps(n) + 1 tokens; like vLLM, stop at the model length.
         max_tokens = min(n * self.max_dwell + 2, self.max_len - n)
         size = n + max_tokens
-        cache = [(torch.empty(size, self.kv_heads, self.head_dim, device=self.device, dtype=self.dtype),
-                  torch.empty(size, self.kv_heads, self.head_dim, device=self.device, dtype=self.dtype))
-                 for _ in range(self.layers)]
+        cache = [
+            (
+                torch.empty(size, self.kv_heads, self.head_dim, device=self.device, dtype=self.dtype),
+                torch.empty(size, self.kv_heads, self.head_dim, device=self.device, dtype=self.dtype),
+            )
+            for _ in range(self.layers)
+        ]
         lm_head = self.w["lm_head.weight"]
         hidden = self._forward(torch.tensor(phoneme_ids, device=self.device), 0, cache)
         outputs = [self._next(hidden @ lm_head.T, [], n)]

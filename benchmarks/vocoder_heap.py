@@ -19,8 +19,21 @@ _libc = ctypes.CDLL("libc.so.6")
 
 
 class _MallInfo2(ctypes.Structure):
-    _fields_ = [(k, ctypes.c_size_t) for k in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                                 "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [
+        (k, ctypes.c_size_t)
+        for k in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 _libc.mallinfo2.restype = _MallInfo2
@@ -50,8 +63,7 @@ def main() -> None:
             for sid in ids:
                 sv.open(sid)
             for _ in range(rng.randint(1, 6)):
-                sv.step({sid: np_rng.standard_normal((rng.randint(1, 40), v.config.n_mels), np.float32)
-                         for sid in ids})
+                sv.step({sid: np_rng.standard_normal((rng.randint(1, 40), v.config.n_mels), np.float32) for sid in ids})
             sv.step({}, finish=ids)
         m = _libc.mallinfo2()
         print(f"{r:5d} {n:8d} {_rss_mb():8.1f} {m.uordblks / 2**20:10.1f} {m.fordblks / 2**20:8.1f}", flush=True)

@@ -32,8 +32,9 @@ from vocoder.streaming import StreamingVocoder  # noqa: E402
 def measure(mode: str, rows: int, steps: int, frames_per_step: int = 4) -> float:
     """Median seconds per step of queuing `rows` rows."""
     vocoder = Vocoder.random(VocoderConfig(), seed=0)
-    sv = StreamingVocoder(vocoder, device="cpu", first_chunk_frames=10**9, chunk_frames=10**9,
-                          initial_capacity=rows + 1)
+    sv = StreamingVocoder(
+        vocoder, device="cpu", first_chunk_frames=10**9, chunk_frames=10**9, initial_capacity=rows + 1
+    )
     sv.device = torch.device("meta")  # the device path: frames stay tensors, nothing is computed
     ids = [f"r{i}" for i in range(rows)]
     for sid in ids:
@@ -67,19 +68,30 @@ def main() -> None:
     results = {(m, r): [] for m in ("views", "rows") for r in levels}
     for round_ in range(a.rounds):
         for r in levels:
-            for mode in (("views", "rows") if round_ % 2 == 0 else ("rows", "views")):
+            for mode in ("views", "rows") if round_ % 2 == 0 else ("rows", "views"):
                 results[(mode, r)].append(measure(mode, r, a.steps))
     table = []
     print(f"{'rows':>6} {'views us/row':>13} {'rows us/row':>12} {'ratio':>6}")
     for r in levels:
         v = 1e6 * statistics.median(results[("views", r)]) / r
         w = 1e6 * statistics.median(results[("rows", r)]) / r
-        table.append({"rows": r, "views_us_per_row": round(v, 2), "rows_us_per_row": round(w, 2),
-                      "views_ms_per_step": round(v * r / 1000, 2), "rows_ms_per_step": round(w * r / 1000, 2)})
+        table.append(
+            {
+                "rows": r,
+                "views_us_per_row": round(v, 2),
+                "rows_us_per_row": round(w, 2),
+                "views_ms_per_step": round(v * r / 1000, 2),
+                "rows_ms_per_step": round(w * r / 1000, 2),
+            }
+        )
         print(f"{r:>6} {v:>13.2f} {w:>12.2f} {v / w:>6.1f}")
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps({"command": " ".join(["python", *sys.argv]), "steps": a.steps,
-                                 "rounds": a.rounds, "levels": table}, indent=2))
+    a.out.write_text(
+        json.dumps(
+            {"command": " ".join(["python", *sys.argv]), "steps": a.steps, "rounds": a.rounds, "levels": table},
+            indent=2,
+        )
+    )
     print(f"wrote {a.out}")
 
 

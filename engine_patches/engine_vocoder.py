@@ -123,9 +123,13 @@ class EngineVocoder:
         self.config = config
         graphs = config.cuda_graphs and device.type == "cuda"
         self.vocoder = StreamingVocoder(
-            Vocoder.from_dir(Path(model_dir) / "vocoder"), chunk_frames=config.chunk_frames,
-            first_chunk_frames=config.first_chunk_frames, device=device,
-            initial_capacity=config.max_streams + 1 if graphs else 8, cuda_graphs=graphs)
+            Vocoder.from_dir(Path(model_dir) / "vocoder"),
+            chunk_frames=config.chunk_frames,
+            first_chunk_frames=config.first_chunk_frames,
+            device=device,
+            initial_capacity=config.max_streams + 1 if graphs else 8,
+            cuda_graphs=graphs,
+        )
         if graphs:
             self.vocoder.capture_graphs(config.max_streams)
         self.n_mels = self.vocoder.config.n_mels
@@ -180,8 +184,7 @@ class EngineVocoder:
         host = {k: v for k, v in host.items() if len(v)}
         now = time.monotonic()
         eager = self._urgent((*direct, *host), now)
-        result = self.vocoder.submit(host, finish=finishing, step_rows=(mel, direct) if direct else None,
-                                     eager=eager)
+        result = self.vocoder.submit(host, finish=finishing, step_rows=(mel, direct) if direct else None, eager=eager)
         self.passes += 1
         started, vocoder = self._started, self.vocoder
         for req_id in (*direct, *host):

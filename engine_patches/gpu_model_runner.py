@@ -1,8 +1,9 @@
 """Patch of `vllm.v1.worker.gpu_model_runner.GPUModelRunner` (`execute_model`, `sample_tokens`; the CPU
 runner inherits both).
 
-The model leaves one mel chunk per logits row in `model.last_mel` (`(num_reqs, frames_per_step,
-n_mels)`, rows in `input_batch.req_ids` order). After the stock sampling and bookkeeping, a row
+The model leaves one mel chunk per logits row in `model.step_mel` (`(num_reqs, frames_per_step,
+n_mels)`, rows in `input_batch.req_ids` order; uttera_server/model/step_mel.py, the contract: one
+`compute_logits` per step, taken here once per step). After the stock sampling and bookkeeping, a row
 *voiced* its chunk iff it sampled a token and the token it consumed was a pointer, i.e. the request
 now has at least two generated tokens. That rule only reads token state, so it stays right after
 preemption-recompute (the recomputed last position is a pointer) and prefix-cache hits; rows of a
@@ -47,8 +48,7 @@ def _engine_vocoder(runner: GPUModelRunner) -> EngineVocoder | None:
         from vllm.distributed import get_tensor_model_parallel_rank
 
         if get_tensor_model_parallel_rank() == 0:
-            voc = EngineVocoder(runner.vllm_config.model_config.model, runner.device,
-                                EngineVocoderConfig(**conf))
+            voc = EngineVocoder(runner.vllm_config.model_config.model, runner.device, EngineVocoderConfig(**conf))
     runner._uttera_vocoder = voc
     return voc
 
@@ -68,8 +68,7 @@ def _voiced(runner: GPUModelRunner, req_id: str) -> bool:
 
 def _route_mel(runner: GPUModelRunner, output: ModelRunnerOutput, sampled: list[bool]) -> None:
     model = runner.get_model()
-    mel = getattr(model, "last_mel", None)
-    model.last_mel = None
+    mel = model.step_mel.take()
     voc = _engine_vocoder(runner)
     if mel is None or not output.req_ids:
         if voc is not None:
@@ -104,7 +103,8 @@ def check_runner_mode() -> None:
     if os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "0") not in ("0", "false", "False", ""):
         raise UnsupportedRunnerOutput(
             "uttera's engine patches cover vLLM's GPUModelRunner, not model runner v2: unset "
-            "VLLM_USE_V2_MODEL_RUNNER (or set it to 0)")
+            "VLLM_USE_V2_MODEL_RUNNER (or set it to 0)"
+        )
 
 
 def patch() -> None:
@@ -136,7 +136,8 @@ def patch() -> None:
         elif output is not None:
             raise UnsupportedRunnerOutput(
                 f"uttera's engine patch does not know vLLM's runner output {type(output).__name__}: "
-                "the mel would be lost. Use vLLM 0.32.0 with its GPUModelRunner.")
+                "the mel would be lost. Use vLLM 0.32.0 with its GPUModelRunner."
+            )
         return output
 
     GPUModelRunner.execute_model = execute_model

@@ -79,21 +79,31 @@ class _Stream:
     slot: int
     pending: list[np.ndarray | Tensor | _Row] = field(default_factory=list)  # host frames as numpy
     pending_frames: int = 0
-    received: int = 0   # mel frames pushed so far
-    consumed: int = 0   # frames fed to the network, finishing zero frames included
-    emitted: int = 0    # PCM samples returned so far
+    received: int = 0  # mel frames pushed so far
+    consumed: int = 0  # frames fed to the network, finishing zero frames included
+    emitted: int = 0  # PCM samples returned so far
 
 
 class StreamingVocoder:
     """Streams of log-mel frames in, PCM out; see the module docstring. Moves `vocoder` to `device`
     (default: where its weights are) in place and puts it in eval mode."""
 
-    def __init__(self, vocoder: Vocoder, *, chunk_frames: int = 16, first_chunk_frames: int = 4,
-                 device: str | torch.device | None = None, initial_capacity: int = 8,
-                 cuda_graphs: bool = False, graph_max_frames: int = 64, static_buckets: bool = False):
+    def __init__(
+        self,
+        vocoder: Vocoder,
+        *,
+        chunk_frames: int = 16,
+        first_chunk_frames: int = 4,
+        device: str | torch.device | None = None,
+        initial_capacity: int = 8,
+        cuda_graphs: bool = False,
+        graph_max_frames: int = 64,
+        static_buckets: bool = False,
+    ):
         if chunk_frames < 1 or first_chunk_frames < 1:
-            raise VocoderConfigError(f"chunk_frames ({chunk_frames}) and first_chunk_frames "
-                                     f"({first_chunk_frames}) must be >= 1")
+            raise VocoderConfigError(
+                f"chunk_frames ({chunk_frames}) and first_chunk_frames ({first_chunk_frames}) must be >= 1"
+            )
         self.device = torch.device(device) if device is not None else vocoder.head.window.device
         self._stream: torch.cuda.Stream | None = None
         if self.device.type == "cuda":
@@ -109,25 +119,37 @@ class StreamingVocoder:
         self.chunk_frames, self.first_chunk_frames = chunk_frames, first_chunk_frames
         self._dtype = vocoder.embed.weight.dtype
         with self._on_stream():
-            self._pool = StatePool(vocoder.cache_shapes(), self.config.n_fft - self.config.hop_length,
-                                   device=self.device, dtype=self._dtype, capacity=initial_capacity)
+            self._pool = StatePool(
+                vocoder.cache_shapes(),
+                self.config.n_fft - self.config.hop_length,
+                device=self.device,
+                dtype=self._dtype,
+                capacity=initial_capacity,
+            )
         self._streams: dict[StreamId, _Stream] = {}
         self._lock = threading.Lock()
         if cuda_graphs and self._stream is None:
             raise VocoderConfigError("cuda_graphs needs the vocoder on a CUDA device")
         if graph_max_frames < FRAME_STEP or graph_max_frames % FRAME_STEP:
-            raise VocoderConfigError(f"graph_max_frames must be a positive multiple of {FRAME_STEP}, "
-                                     f"got {graph_max_frames}")
+            raise VocoderConfigError(
+                f"graph_max_frames must be a positive multiple of {FRAME_STEP}, got {graph_max_frames}"
+            )
         # static_buckets: pad every pass to its graph bucket and run it on static buffers, without
         # capturing (how the graph path's padding is tested on CPU).
         self._graphs: PassGraphs | None = None
         if cuda_graphs or static_buckets:
             with self._on_stream():
-                self._graphs = PassGraphs(self._pass, self.config.n_mels, device=self.device,
-                                          scratch=self._pool.acquire(), generation=lambda: self._pool.generation,
-                                          max_frames=graph_max_frames, stream=self._stream if cuda_graphs else None)
-        self.graph_passes = 0   # passes run in a bucket (as a graph replay with cuda_graphs)
-        self.eager_passes = 0   # passes run op by op
+                self._graphs = PassGraphs(
+                    self._pass,
+                    self.config.n_mels,
+                    device=self.device,
+                    scratch=self._pool.acquire(),
+                    generation=lambda: self._pool.generation,
+                    max_frames=graph_max_frames,
+                    stream=self._stream if cuda_graphs else None,
+                )
+        self.graph_passes = 0  # passes run in a bucket (as a graph replay with cuda_graphs)
+        self.eager_passes = 0  # passes run op by op
 
     @property
     def cuda_graphs(self) -> bool:
@@ -171,8 +193,9 @@ class StreamingVocoder:
     def open(self, stream_id: StreamId) -> None:
         with self._lock:
             if stream_id in self._streams:
-                raise StreamStateError(f"stream {stream_id!r} is already open; finish or cancel it "
-                                       "before reusing the id")
+                raise StreamStateError(
+                    f"stream {stream_id!r} is already open; finish or cancel it before reusing the id"
+                )
             with self._on_stream():
                 self._streams[stream_id] = _Stream(slot=self._pool.acquire())
 
@@ -211,15 +234,21 @@ class StreamingVocoder:
         """Vocode everything still queued and close the stream; returns the last PCM."""
         return self.step({}, finish=(stream_id,))[stream_id]
 
-    def step(self, frames: Mapping[StreamId, Frames], finish: Iterable[StreamId] = (), *,
-             eager: Container[StreamId] = ()) -> dict[StreamId, np.ndarray]:
+    def step(
+        self, frames: Mapping[StreamId, Frames], finish: Iterable[StreamId] = (), *, eager: Container[StreamId] = ()
+    ) -> dict[StreamId, np.ndarray]:
         """`submit(...).wait()`: one batched forward over every ready stream."""
         return self.submit(frames, finish, eager=eager).wait()
 
-    def submit(self, frames: Mapping[StreamId, Frames], finish: Iterable[StreamId] = (), *,
-               after: torch.cuda.Event | torch.cuda.Stream | None = None,
-               eager: Container[StreamId] = (),
-               step_rows: tuple[Tensor, Mapping[StreamId, int]] | None = None) -> StepResult:
+    def submit(
+        self,
+        frames: Mapping[StreamId, Frames],
+        finish: Iterable[StreamId] = (),
+        *,
+        after: torch.cuda.Event | torch.cuda.Stream | None = None,
+        eager: Container[StreamId] = (),
+        step_rows: tuple[Tensor, Mapping[StreamId, int]] | None = None,
+    ) -> StepResult:
         """Queue `frames`, finish the `finish` streams, vocode all ready streams in one batch.
 
         `step_rows = (mel, rows)`: more frames, row `rows[sid]` of one tensor `mel (R, k, n_mels)` for
@@ -255,9 +284,13 @@ class StreamingVocoder:
                     st.pending_frames += k
                     st.received += k
             done = set(finishing)
-            ready = [sid for sid in ids
-                     if (sid in done and streams[sid].received > 0) or self._is_ready(streams[sid])
-                     or (sid in eager and streams[sid].consumed > 0 and streams[sid].pending_frames > 0)]
+            ready = [
+                sid
+                for sid in ids
+                if (sid in done and streams[sid].received > 0)
+                or self._is_ready(streams[sid])
+                or (sid in eager and streams[sid].consumed > 0 and streams[sid].pending_frames > 0)
+            ]
             result = self._run(ids, ready, streams, done, after) if ready else StepResult(ids)
             for sid in finishing:
                 self._close(streams[sid], sid)
@@ -271,8 +304,10 @@ class StreamingVocoder:
         try:
             return self._streams[stream_id]
         except KeyError:
-            raise UnknownStreamError(f"stream {stream_id!r} is not open: call open({stream_id!r}) "
-                                     "first (finished and cancelled streams are closed)") from None
+            raise UnknownStreamError(
+                f"stream {stream_id!r} is not open: call open({stream_id!r}) "
+                "first (finished and cancelled streams are closed)"
+            ) from None
 
     def _close(self, st: _Stream, stream_id: StreamId) -> None:
         del self._streams[stream_id]
@@ -293,8 +328,7 @@ class StreamingVocoder:
         producer must not overwrite them after passing them."""
         if isinstance(frames, Tensor) and frames.device.type != "cpu":
             if frames.device.type != self.device.type:
-                raise FrameShapeError(f"stream {stream_id!r}: frames on {frames.device}, vocoder on "
-                                      f"{self.device}")
+                raise FrameShapeError(f"stream {stream_id!r}: frames on {frames.device}, vocoder on {self.device}")
             self._check_shape(stream_id, tuple(frames.shape), frames.is_floating_point(), frames.dtype)
             return frames.detach()
         if isinstance(frames, Tensor):
@@ -306,8 +340,10 @@ class StreamingVocoder:
     def _as_step(self, mel: Tensor) -> Tensor:
         """A validated `(R, k, n_mels)` step tensor on the vocoder's device type, kept by reference."""
         if mel.dim() != 3 or mel.shape[2] != self.config.n_mels or not mel.is_floating_point():
-            raise FrameShapeError(f"step frames must be floating point of shape (R, k, {self.config.n_mels}), "
-                                  f"got {tuple(mel.shape)} {mel.dtype}")
+            raise FrameShapeError(
+                f"step frames must be floating point of shape (R, k, {self.config.n_mels}), "
+                f"got {tuple(mel.shape)} {mel.dtype}"
+            )
         if mel.device.type != self.device.type:
             raise FrameShapeError(f"step frames on {mel.device}, vocoder on {self.device}")
         return mel.detach()
@@ -316,15 +352,22 @@ class StreamingVocoder:
         if len(shape) != 2 or shape[1] != self.config.n_mels or not floating:
             raise FrameShapeError(
                 f"stream {stream_id!r}: frames must be floating point of shape (k, "
-                f"{self.config.n_mels}), got {tuple(shape)} {dtype}")
+                f"{self.config.n_mels}), got {tuple(shape)} {dtype}"
+            )
 
     def _to_device(self, t: Tensor) -> Tensor:
         if self._stream is not None and t.device.type == "cpu":
             return t.pin_memory().to(self.device, non_blocking=True)
         return t.to(self.device)
 
-    def _run(self, ids: list[StreamId], ready: list[StreamId], streams: dict[StreamId, _Stream],
-             done: set[StreamId], after: torch.cuda.Event | torch.cuda.Stream | None) -> StepResult:
+    def _run(
+        self,
+        ids: list[StreamId],
+        ready: list[StreamId],
+        streams: dict[StreamId, _Stream],
+        done: set[StreamId],
+        after: torch.cuda.Event | torch.cuda.Stream | None,
+    ) -> StepResult:
         c = self.config
         hop, lookahead = c.hop_length, c.lookahead
         rows = [streams[sid] for sid in ready]
@@ -336,8 +379,12 @@ class StreamingVocoder:
             seqs.append(parts)
             lengths.append(st.pending_frames + (lookahead if sid in done else 0))
             skips.append(max(0, lookahead - st.consumed))
-        on_gpu = [t.mel if isinstance(t, _Row) else t for parts in seqs for t in parts
-                  if isinstance(t, Tensor | _Row) and self._stream is not None]
+        on_gpu = [
+            t.mel if isinstance(t, _Row) else t
+            for parts in seqs
+            for t in parts
+            if isinstance(t, Tensor | _Row) and self._stream is not None
+        ]
         n = max(1, max(lengths))
         with self._on_stream(), torch.inference_mode():
             if self._stream is not None:
@@ -451,8 +498,12 @@ class StreamingVocoder:
                 if on_gpu:
                     if isinstance(p, _Row):
                         p = p.mel[p.row]
-                    p = p.to(self.device, torch.float32) if isinstance(p, Tensor) else self._to_device(torch.from_numpy(p))
-                batch[b, at: at + p.shape[0]] = p
+                    p = (
+                        p.to(self.device, torch.float32)
+                        if isinstance(p, Tensor)
+                        else self._to_device(torch.from_numpy(p))
+                    )
+                batch[b, at : at + p.shape[0]] = p
                 at += p.shape[0]
         if not on_gpu:
             batch = self._to_device(torch.from_numpy(batch))

@@ -69,16 +69,3 @@ class UtteraTTSForCausalLM(LlamaForCausalLM):
         """Logits `(N, vocab)` of the sampled rows `(N, hidden)`; their mel chunks go to `step_mel`."""
         self.step_mel.put(self.mel_head(hidden_states))
         return super().compute_logits(hidden_states)
-
-    # The runner patch reads `model.last_mel` and then sets it to None (engine_patches/gpu_model_runner.py,
-    # which another change is editing); these two map that onto `step_mel`. Once the patch calls
-    # `model.step_mel.take()` itself, they go.
-    @property
-    def last_mel(self) -> torch.Tensor | None:
-        return self.step_mel.peek()
-
-    @last_mel.setter
-    def last_mel(self, value: None) -> None:
-        if value is not None:
-            raise TypeError("last_mel is written by compute_logits only; the runner sets it to None to take it")
-        self.step_mel.take()

@@ -186,7 +186,9 @@ class MelEngine:
         # (an explicit VLLM_USE_V2_MODEL_RUNNER=1 is refused by engine_patches.apply()).
         os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
         engine_patches.check_vllm_version()
-        engine_patches.apply()  # this process; the plugin entry point covers the others
+        from ..model.plugin import register
+
+        register()  # patches and the model in this process (see plugin.py); the entry point covers the others
         from vllm.engine.arg_utils import AsyncEngineArgs
 
         from engine_patches.engine_vocoder import CONFIG_KEY
