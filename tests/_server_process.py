@@ -83,12 +83,24 @@ def subprocess_env() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath}
 
 
-def start_server(model_dir: Path, log_path: Path, extra_args: tuple[str, ...] = ()) -> ServerProcess:
-    """Start the server and wait until GET /health answers 200; fail with its log otherwise."""
+def start_server(
+    model_dir: Path, log_path: Path, extra_args: tuple[str, ...] = (), entry: tuple[str, ...] | None = None
+) -> ServerProcess:
+    """Start the server and wait until GET /health answers 200; fail with its log otherwise. `entry`
+    replaces `python -m uttera_server` (a wrapper that takes the same arguments)."""
     port = free_port()
-    command = uttera_command(
-        "serve", "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(port), *SERVER_ARGS, *extra_args
-    )
+    command = [
+        *(entry or uttera_command()),
+        "serve",
+        "--model",
+        str(model_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *SERVER_ARGS,
+        *extra_args,
+    ]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             command, cwd=REPO, env=subprocess_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True

@@ -49,3 +49,52 @@ def test_sentence_phonemes_equal_pipers():
     if expected and not expected[-1]:
         expected.pop()
     assert espeak.sentence_phonemes(TEXT, "en-us") == expected
+
+
+def _heap_in_use_bytes_per_call(fn, calls: int = 1000) -> float:
+    """glibc's heap in use (mallinfo2) still held after `calls` calls, per call: what tracemalloc does not
+    see (C allocations)."""
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (k, ctypes.c_size_t)
+            for k in (
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            )
+        ]
+
+    mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+    mallinfo2.restype = MallInfo2
+    fn()
+    gc.collect()
+    before = mallinfo2().uordblks
+    for _ in range(calls):
+        fn()
+    gc.collect()
+    return (mallinfo2().uordblks - before) / calls
+
+
+def test_phonemizing_holds_no_c_heap_per_call():
+    # before the fix: ~1,330 bytes per call (espeakbridge.set_voice, called on every phonemization)
+    assert _heap_in_use_bytes_per_call(lambda: espeak.word_phonemes(WORDS, "en-us")) < 200
+    assert _heap_in_use_bytes_per_call(lambda: espeak.sentence_phonemes(TEXT, "en-us")) < 200
+
+
+def test_the_voice_still_changes_whoever_sets_it():
+    us, gb = "təmˈeɪɾoʊ", "təmˈɑːtəʊ"  # "tomato", en-us and en (British)
+    assert espeak.word_phonemes(["tomato"], "en-us") == [us]
+    assert espeak.word_phonemes(["tomato"], "en") == [gb]
+    assert espeak.word_phonemes(["tomato"], "en-us") == [us]
+    with espeak.lock():  # Piper's own phonemizer sets the voice through the same bridge function
+        assert "".join(EspeakPhonemizer().phonemize("en", "tomato")[0]) == gb
+    assert espeak.word_phonemes(["tomato"], "en-us") == [us]

@@ -11,6 +11,12 @@ Py_BuildValue(...))`` keeps the tuple's own reference): ~150 bytes per clause, ~
 forever (docs/reliability.md, "Soak"). All our calls go through `_get_phonemes`, which gives back the
 extra reference, so we do not call Piper's ``EspeakPhonemizer.phonemize`` (it would leak) but repeat its
 loop for the case we use (no vowel clusters).
+
+``espeakbridge.set_voice`` also leaks, in C (~1.3 KB of heap per call, glibc's in-use heap; no Python
+object): two calls per request, the rest of the soak's growth (docs/reliability.md, "Soak"). Piper and
+we called it before every phonemization; this module replaces the bridge's ``set_voice`` with one that
+calls espeak-ng only when the voice changes (and ``initialize`` with one that forgets the voice), so
+Piper's calls through the module go through it too.
 """
 
 from __future__ import annotations
@@ -27,6 +33,30 @@ from piper.phonemize_espeak import ESPEAK_DATA_DIR, EspeakPhonemizer
 
 _LANG_FLAG = re.compile(r"\([^)]+\)")
 _LOCK: threading.Lock = getattr(_piper_voice, "_ESPEAK_PHONEMIZER_LOCK", None) or threading.Lock()
+
+
+_bridge_set_voice = getattr(espeakbridge.set_voice, "__wrapped__", espeakbridge.set_voice)
+_bridge_initialize = getattr(espeakbridge.initialize, "__wrapped__", espeakbridge.initialize)
+_voice: list[str | None] = [None]  # the voice espeak-ng has now, as set through `_set_voice`
+
+
+def _set_voice(voice: str) -> None:
+    """``espeakbridge.set_voice``, skipped when espeak-ng already has `voice` (caller holds _LOCK)."""
+    if _voice[0] != voice:
+        _voice[0] = None  # unknown until the call succeeds
+        _bridge_set_voice(voice)
+        _voice[0] = voice
+
+
+def _initialize(data_dir: str) -> None:
+    _voice[0] = None
+    _bridge_initialize(data_dir)
+
+
+_set_voice.__wrapped__ = _bridge_set_voice
+_initialize.__wrapped__ = _bridge_initialize
+espeakbridge.set_voice = _set_voice  # Piper calls it through the module attribute
+espeakbridge.initialize = _initialize
 
 
 def lock() -> threading.Lock:

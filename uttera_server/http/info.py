@@ -14,7 +14,8 @@ async def health(request: Request) -> JSONResponse:
     state: AppState = request.app.state.uttera
     synth = state.synth
     if state.start_error is not None or synth.is_failed():
-        return JSONResponse({"status": "failed", "error": state.start_error or "the engine died"}, 503)
+        error = state.start_error or "the engine or its vocoder failed (the server log has the details): restart"
+        return JSONResponse({"status": "failed", "error": error}, 503)
     if not state.streams.accepting:
         return JSONResponse({"status": "shutting_down"}, 503)
     if not synth.is_ready():

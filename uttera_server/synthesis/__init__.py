@@ -78,7 +78,7 @@ class SpeechSynthesizer(Protocol):
         ...
 
     def is_failed(self) -> bool:
-        """The engine died; it will not become ready again."""
+        """The engine (or its vocoder) died; it will not become ready again."""
         ...
 
     def engine_stats(self) -> EngineStats:

@@ -216,7 +216,12 @@ class Synthesizer:
         return self._worker is not None and self._worker.error is None
 
     def is_failed(self) -> bool:
-        return self._engine.failed
+        """The engine died, or the stage that turns its output into PCM did (the vocoder worker in this
+        process, or the PCM channel from the engine's worker): neither restarts."""
+        if self._engine.failed:
+            return True
+        stage = self._receiver if self.vocoder_process == "engine" else self._worker
+        return stage is not None and stage.error is not None
 
     def engine_args(self):
         """The vLLM engine arguments this synthesizer starts (or joins) its engine with."""

@@ -35,6 +35,7 @@ First-chunk priority (`deadline_first=True`, the server's `--scheduling deadline
 """
 
 import asyncio
+import logging
 import math
 import threading
 import time
@@ -49,6 +50,8 @@ from vocoder.step_result import StepResult
 from vocoder.streaming import StreamingVocoder
 
 from ..config import VOCODER_DRIVERS
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -191,7 +194,8 @@ class VocoderWorker:
         return taken
 
     def _fail(self, e: BaseException) -> None:
-        """Deliver the failure to every waiting stream."""
+        """Deliver the failure to every waiting stream (the worker stops: the server is no longer ready)."""
+        log.error("vocoder worker failed; it serves nothing more", exc_info=e)
         with self._cv:
             self._error = e
             queues = list(self._queues.values())
