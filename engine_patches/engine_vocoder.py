@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from uttera_server.audio.pcm import to_int16
+
 from .pcm_wire import PcmRoute, encode, sink_address
 
 log = logging.getLogger(__name__)
@@ -52,10 +54,6 @@ class EngineVocoderConfig:
 
     def as_dict(self) -> dict:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
-
-
-def _to_int16(audio: np.ndarray) -> np.ndarray:
-    return (np.clip(audio, -1.0, 1.0) * 32767.0).astype(np.int16)
 
 
 class _Publisher:
@@ -103,7 +101,7 @@ class _Publisher:
                 for req_id, route, final in meta:
                     audio = pcm.get(req_id)
                     if (audio is not None and audio.size) or final:
-                        samples = _to_int16(audio) if audio is not None else np.zeros(0, np.int16)
+                        samples = to_int16(audio) if audio is not None else np.zeros(0, np.int16)
                         by_sink.setdefault(route.sink, []).append((route.key, samples, final))
                 for sink, entries in by_sink.items():
                     self._socket(sink).send_multipart(encode(entries), copy=False)

@@ -14,13 +14,7 @@ rounding (tests/vocoder/test_streaming.py asserts > 80 dB SNR), and has exactly 
 Chunking policy: new frames are queued per stream; a stream is vocoded when it has at least
 `first_chunk_frames` queued (its first chunk), then as many frames as it has already vocoded
 (so chunks double) up to `chunk_frames`, or when finished.
-All queued frames of every ready stream go through ONE batched forward per `step`.
-
-Batching rows of different lengths: rows are right-padded to the longest and carry their own
-length. Every conv runs causally in streaming, so padding can only affect outputs past a row's
-length, which are discarded; each conv cache and the overlap-add tail are gathered at the row's own
-length (see vocoder/layers.py). Padding costs at most (longest - shortest) frames of compute; with
-the TTS emitting 4 frames per decode step, rows mostly share one length.
+All queued frames of every ready stream go through ONE batched forward per `step` (padding: vocoder/batch.py).
 
 Latency: the last `lookahead * hop + (n_fft - hop) / 2` samples (2 * 256 + 384 = 896 samples,
 3.5 frames, 40.6 ms at the defaults) of the mel received so far are not final until more frames or
@@ -53,31 +47,21 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from vocoder.errors import FrameShapeError, StreamStateError, UnknownStreamError, VocoderConfigError
+from vocoder.errors import StreamStateError, UnknownStreamError, VocoderConfigError
+from vocoder.frames import Frames, as_frames, as_step
 from vocoder.graphs import FRAME_STEP, PassGraphs
 from vocoder.model import Vocoder
 from vocoder.state import StatePool
+from vocoder.batch import Row, batch_mel
 from vocoder.step_result import StepResult
 
 StreamId = Hashable
-Frames = np.ndarray | Tensor
-"""`(k, n_mels)` natural-log mel frames, frame-major as the acoustic model's mel head emits them."""
-
-
-class _Row:
-    """`(k, n_mels)` frames held as row `row` of a step tensor `mel (rows, k, n_mels)`, without making a
-    tensor view per row (`submit(step_rows=)`: the in-engine vocoder's hundreds of rows per step)."""
-
-    __slots__ = ("mel", "row", "shape")
-
-    def __init__(self, mel: Tensor, row: int):
-        self.mel, self.row, self.shape = mel, row, mel.shape[1:]
 
 
 @dataclass(slots=True)
 class _Stream:
     slot: int
-    pending: list[np.ndarray | Tensor | _Row] = field(default_factory=list)  # host frames as numpy
+    pending: list[np.ndarray | Tensor | Row] = field(default_factory=list)  # host frames as numpy
     pending_frames: int = 0
     received: int = 0  # mel frames pushed so far
     consumed: int = 0  # frames fed to the network, finishing zero frames included
@@ -267,9 +251,11 @@ class StreamingVocoder:
             rows = step_rows[1] if step_rows is not None else {}
             ids = list(dict.fromkeys([*frames, *rows, *finishing]))
             streams = {sid: self._get(sid) for sid in ids}
-            new = {sid: self._as_frames(sid, f) for sid, f in frames.items()}  # validate all first
+            new = {
+                sid: as_frames(sid, f, self.config.n_mels, self.device) for sid, f in frames.items()
+            }  # validate all first
             if rows:
-                mel = self._as_step(step_rows[0])
+                mel = as_step(step_rows[0], self.config.n_mels, self.device)
             for sid, t in new.items():
                 if t.shape[0]:
                     st = streams[sid]
@@ -280,7 +266,7 @@ class StreamingVocoder:
                 k = mel.shape[1]
                 for sid, row in rows.items():
                     st = streams[sid]
-                    st.pending.append(_Row(mel, row))
+                    st.pending.append(Row(mel, row))
                     st.pending_frames += k
                     st.received += k
             done = set(finishing)
@@ -322,39 +308,6 @@ class StreamingVocoder:
     def _need(self, st: _Stream) -> int:
         return min(self.chunk_frames, max(self.first_chunk_frames, st.consumed))
 
-    def _as_frames(self, stream_id: StreamId, frames: Frames) -> np.ndarray | Tensor:
-        """Validated `(k, n_mels)` frames: host frames as a float32 numpy copy (callers may reuse
-        buffers; numpy calls keep the GIL), GPU frames as the tensor itself, kept by reference, so the
-        producer must not overwrite them after passing them."""
-        if isinstance(frames, Tensor) and frames.device.type != "cpu":
-            if frames.device.type != self.device.type:
-                raise FrameShapeError(f"stream {stream_id!r}: frames on {frames.device}, vocoder on {self.device}")
-            self._check_shape(stream_id, tuple(frames.shape), frames.is_floating_point(), frames.dtype)
-            return frames.detach()
-        if isinstance(frames, Tensor):
-            frames = frames.detach().float().numpy() if frames.is_floating_point() else frames.numpy()
-        a = np.asarray(frames)
-        self._check_shape(stream_id, a.shape, np.issubdtype(a.dtype, np.floating), a.dtype)
-        return a.astype(np.float32)
-
-    def _as_step(self, mel: Tensor) -> Tensor:
-        """A validated `(R, k, n_mels)` step tensor on the vocoder's device type, kept by reference."""
-        if mel.dim() != 3 or mel.shape[2] != self.config.n_mels or not mel.is_floating_point():
-            raise FrameShapeError(
-                f"step frames must be floating point of shape (R, k, {self.config.n_mels}), "
-                f"got {tuple(mel.shape)} {mel.dtype}"
-            )
-        if mel.device.type != self.device.type:
-            raise FrameShapeError(f"step frames on {mel.device}, vocoder on {self.device}")
-        return mel.detach()
-
-    def _check_shape(self, stream_id: StreamId, shape: tuple, floating: bool, dtype) -> None:
-        if len(shape) != 2 or shape[1] != self.config.n_mels or not floating:
-            raise FrameShapeError(
-                f"stream {stream_id!r}: frames must be floating point of shape (k, "
-                f"{self.config.n_mels}), got {tuple(shape)} {dtype}"
-            )
-
     def _to_device(self, t: Tensor) -> Tensor:
         if self._stream is not None and t.device.type == "cpu":
             return t.pin_memory().to(self.device, non_blocking=True)
@@ -380,10 +333,10 @@ class StreamingVocoder:
             lengths.append(st.pending_frames + (lookahead if sid in done else 0))
             skips.append(max(0, lookahead - st.consumed))
         on_gpu = [
-            t.mel if isinstance(t, _Row) else t
+            t.mel if isinstance(t, Row) else t
             for parts in seqs
             for t in parts
-            if isinstance(t, Tensor | _Row) and self._stream is not None
+            if isinstance(t, Tensor | Row) and self._stream is not None
         ]
         n = max(1, max(lengths))
         with self._on_stream(), torch.inference_mode():
@@ -441,70 +394,6 @@ class StreamingVocoder:
         self._pool.scatter(slots, caches, tail)
         return wave
 
-    def _gather(self, batch: Tensor, seqs: list[list[np.ndarray | Tensor | _Row]]) -> bool:
-        """Fill `batch` from device frames in a few launches (one cat of the distinct source tensors, two
-        index uploads, one gather and one scatter) instead of one copy per part: the in-engine vocoder
-        hands one row per stream per engine step, hundreds per pass. Host parts may only be the zero
-        lookahead padding of a finishing stream (already zeros in `batch`); returns False, doing
-        nothing, for any other mix."""
-        n, n_mels = batch.shape[1], batch.shape[2]
-        bases: dict[int, tuple[int, Tensor]] = {}  # id(source) -> (its first frame in the cat, source)
-        src, dest = [], []
-        total = 0
-        for b, seq in enumerate(seqs):
-            at = 0
-            for p in seq:
-                k = p.shape[0]
-                if isinstance(p, np.ndarray):
-                    if p.any():
-                        return False
-                    at += k
-                    continue
-                source, first = (p.mel, p.row * k) if isinstance(p, _Row) else (p, 0)
-                base = bases.get(id(source))
-                if base is None:
-                    base = bases[id(source)] = (total, source)
-                    total += source.numel() // n_mels
-                src.append(base[0] + first)
-                dest.append(b * n + at)
-                at += k
-        if not src:
-            return True
-        k = seqs[0][0].shape[0] if all(p.shape[0] == seqs[0][0].shape[0] for seq in seqs for p in seq) else None
-        if k is not None:  # every part has k frames (the engine's frames_per_step): vectorized offsets
-            steps = np.arange(k)
-            src_idx = (np.asarray(src)[:, None] + steps).ravel()
-            dest_idx = (np.asarray(dest)[:, None] + steps).ravel()
-        else:
-            sizes = [p.shape[0] for seq in seqs for p in seq if not isinstance(p, np.ndarray)]
-            src_idx = np.concatenate([np.arange(s0, s0 + m) for s0, m in zip(src, sizes)])
-            dest_idx = np.concatenate([np.arange(d0, d0 + m) for d0, m in zip(dest, sizes)])
-        cat = torch.cat([t.reshape(-1, n_mels) for _, t in bases.values()]).to(torch.float32)
-        index = self._to_device(torch.from_numpy(np.stack([src_idx, dest_idx])))
-        batch.view(-1, n_mels).index_copy_(0, index[1], cat.index_select(0, index[0]))
-        return True
-
-    def _batch_mel(self, seqs: list[list[np.ndarray | Tensor]], n: int, rows: int | None = None) -> Tensor:
-        """Right-padded `(rows, n_mels, n)` float32 batch (`rows` >= len(seqs), default len(seqs)) on
-        the vocoder's device; host frames are assembled with numpy and moved in one copy."""
-        shape = (rows or len(seqs), n, self.config.n_mels)
-        on_gpu = any(isinstance(p, Tensor | _Row) for parts in seqs for p in parts)
-        batch = torch.zeros(shape, dtype=torch.float32, device=self.device) if on_gpu else np.zeros(shape, np.float32)
-        if on_gpu and self._gather(batch, seqs):
-            return batch.transpose(1, 2)
-        for b, parts in enumerate(seqs):
-            at = 0
-            for p in parts:
-                if on_gpu:
-                    if isinstance(p, _Row):
-                        p = p.mel[p.row]
-                    p = (
-                        p.to(self.device, torch.float32)
-                        if isinstance(p, Tensor)
-                        else self._to_device(torch.from_numpy(p))
-                    )
-                batch[b, at : at + p.shape[0]] = p
-                at += p.shape[0]
-        if not on_gpu:
-            batch = self._to_device(torch.from_numpy(batch))
-        return batch.transpose(1, 2)
+    def _batch_mel(self, seqs: list[list[np.ndarray | Tensor | Row]], n: int, rows: int | None = None) -> Tensor:
+        """Right-padded `(rows, n_mels, n)` float32 batch on the vocoder's device (vocoder/batch.py)."""
+        return batch_mel(seqs, n, self.config.n_mels, self.device, self._to_device, rows)

@@ -274,7 +274,7 @@ async def test_abort_mid_stream_flushes_the_stream_and_the_engine_goes_on(voc, v
 
 @pytest.mark.parametrize("speed", [1.5, 0.75])
 async def test_speed_scales_the_mel_before_vocoding(voc, vocoder, speed):
-    from uttera_server.synthesis.synthesizer import scaled_frames
+    from uttera_server.synthesis.speed import scaled_frames
 
     ids = prompt(20, seed=11)
     mel = await mel_of(voc.engine, ids)

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from uttera_server.ws.playout import PlayoutClock
-from uttera_server.synthesis.synthesizer import PlaybackDeadline
+from uttera_server.synthesis.deadline import PlaybackDeadline
 
 
 def test_first_sentence_is_due_at_arrival_plus_what_the_client_holds():

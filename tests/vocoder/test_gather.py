@@ -5,6 +5,7 @@ part-by-part assembly it replaces."""
 import numpy as np
 import torch
 
+from vocoder.batch import gather
 from vocoder.streaming import StreamingVocoder
 
 
@@ -34,7 +35,7 @@ def test_gather_equals_part_by_part(tiny_vocoder, rng):
     n_mels = tiny_vocoder.config.n_mels
     seqs = _parts(rng, [8, 4, 16, 12], n_mels=n_mels) + _parts(rng, [4], n_mels=n_mels, pad=2)
     batch = torch.zeros((6, 18, n_mels))
-    assert sv._gather(batch, seqs)
+    assert gather(batch, seqs, sv._to_device)
     np.testing.assert_array_equal(batch.numpy(), _reference(seqs, 6, 18, n_mels))
 
 
@@ -44,7 +45,7 @@ def test_gather_refuses_host_frames_that_are_not_padding(tiny_vocoder, rng):
     seqs = _parts(rng, [4], n_mels=n_mels)
     seqs[0].append(np.ones((3, n_mels), np.float32))
     batch = torch.zeros((1, 8, n_mels))
-    assert not sv._gather(batch, seqs)
+    assert not gather(batch, seqs, sv._to_device)
     assert not batch.any()
 
 

@@ -58,3 +58,12 @@ def _interp(window: np.ndarray, pos: np.ndarray) -> np.ndarray:
     hi = np.minimum(lo + 1, window.shape[0] - 1)
     w = (pos - lo)[:, None].astype(window.dtype)
     return window[lo] * (1 - w) + window[hi] * w
+
+
+def scaled_frames(frames: int, speed: float) -> int:
+    """Frames `MelTimeScale(speed)` makes of `frames` input frames (pushed, then flushed)."""
+    if frames <= 0:
+        return 0
+    if speed == 1.0:
+        return frames
+    return int(np.floor((frames - 1) / speed)) + 1

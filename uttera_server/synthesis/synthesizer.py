@@ -17,7 +17,6 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,53 +26,14 @@ from .mel_engine import EngineClientSlot, EngineStats, MelEngine
 from ..errors import ConfigError, EmptyInput, EngineNotReady, SynthesisFailed
 from ..model_dir import VoiceModelConfig
 from ..speech_params import check_speed, check_text, check_voice
-from .speed import MelTimeScale
+from .speed import MelTimeScale, scaled_frames
+from .deadline import PlaybackDeadline
+from .placement import vocoder_device, vocoder_process
+from ..audio.pcm import to_int16
 from . import DEFAULT_VOICE, AudioChunk, VoiceInfo, WordTimings
 from .word_clock import SentenceWordClock, WordTiming
 
 log = logging.getLogger(__name__)
-
-
-def vocoder_process(setting: str, device: str) -> str:
-    """`EngineConfig.vocoder_process` resolved: "auto" is the engine's worker when the vocoder runs on
-    CUDA (one CUDA context; no mel round trip through the host), this process on CPU (where the
-    worker's cores are the engine's, and the vocoder runs beside it on the other core)."""
-    if setting == "auto":
-        return "engine" if device == "cuda" else "frontend"
-    return setting
-
-
-def vocoder_device(setting: str) -> str:
-    """`EngineConfig.vocoder_device` resolved in this process: "auto" is CUDA when torch sees a GPU."""
-    import torch
-
-    if setting == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if setting == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("--vocoder-device cuda: this process sees no CUDA device (use auto or cpu)")
-    return setting
-
-
-@dataclass(slots=True)
-class PlaybackDeadline:
-    """When the client of one `stream()` runs out of audio, for ordering engine requests and vocoder
-    batches (`EngineConfig.scheduling`): before its first audio, at arrival plus the audio it already
-    had buffered (`lead_s`); after, at its first audio plus the audio generated so far."""
-
-    arrival: float
-    lead_s: float
-    first_audio: float | None = None
-    generated_s: float = 0.0  # audio of the sentences whose generation has ended
-
-    def at(self) -> float:
-        start = self.arrival + self.lead_s
-        if self.first_audio is not None:
-            start = max(start, self.first_audio)
-        return start + self.generated_s
-
-
-def to_int16(audio: np.ndarray) -> np.ndarray:
-    return (np.clip(audio, -1.0, 1.0) * 32767.0).astype(np.int16)
 
 
 class Synthesizer:
@@ -422,12 +382,3 @@ class Synthesizer:
             if clock is not None and (words := clock.step(step.pointer)):
                 pcm_queue.put_nowait(words)
         return scaled_frames(steps * self.model.frames_per_step, speed)
-
-
-def scaled_frames(frames: int, speed: float) -> int:
-    """Frames `MelTimeScale(speed)` makes of `frames` input frames (pushed, then flushed)."""
-    if frames <= 0:
-        return 0
-    if speed == 1.0:
-        return frames
-    return int(np.floor((frames - 1) / speed)) + 1
