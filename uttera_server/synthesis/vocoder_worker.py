@@ -16,32 +16,17 @@ event loop is busy (`benchmarks/gil_convoy.py`: 38-91x its idle time at Python's
 interval); on the loop there is no hand-off. On CPU the loop then computes the whole pass itself
 (nothing else runs meanwhile), so the thread stays the default there.
 
-First-chunk priority (`deadline_first=True`, the server's `--scheduling deadline`):
-
-* Each stream carries the time its client runs out of audio: `open(deadline=)` until its first audio,
-  then that audio's delivery time, plus all audio delivered since.
-* A stream is *urgent* when waiting for its next scheduled chunk would leave its client without audio:
-  slack < (frames still missing) / (rate its frames arrive at) + margin, the margin being
-  `urgent_margin_s` plus two recent vocoder passes. A new stream's first chunk is always urgent.
-* An urgent stream is vocoded as soon as it has any new frame (after its first chunk, whatever the
-  chunk schedule says); in a pass that also holds streams with more slack, the urgent ones go through a
-  forward of their own and are delivered first. The others wait and batch bigger chunks.
-* The first chunk must outlast a slow engine step (its playable audio is all the client has until the
-  next chunk): it grows from `first_chunk_frames` to cover the p95 of recent frame intervals plus two
-  passes.
-* `max_relaxed_frames` (the server sets it on CPU, where a big batch takes tens of ms): a pass vocodes
-  at most that many frames of non-urgent streams, earliest deadline first, and leaves the rest to the
-  next pass, so a stream that turns urgent never waits long behind streams that could wait.
+Which streams a pass vocodes, and when the first chunk may grow, is `VocoderSchedule`'s decision
+(vocoder_schedule.py: first-chunk priority under `deadline_first=True`); this module only feeds it what
+happened (opens, pushes, deliveries, pass times, on `clock`) and runs the passes its `Plan` lists.
 """
 
 import asyncio
 import logging
-import math
 import threading
 import time
-from collections import defaultdict, deque
-from collections.abc import Hashable, Iterator
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterator
 
 import numpy as np
 import torch
@@ -50,18 +35,9 @@ from vocoder.step_result import StepResult
 from vocoder.streaming import StreamingVocoder
 
 from ..config import VOCODER_DRIVERS
+from .vocoder_schedule import Backlog, Plan, VocoderSchedule
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class _Pace:
-    """One stream's timing, for deadline scheduling."""
-
-    deadline: float  # when its client runs out of audio (time.monotonic())
-    started: bool = False  # it has delivered audio
-    last_push: float | None = None
-    rate: float = 0.0  # frames/s at which its frames arrive (EMA; 0 until measured)
 
 
 class VocoderWorker:
@@ -74,20 +50,27 @@ class VocoderWorker:
         urgent_margin_s: float = 0.05,
         max_relaxed_frames: int | None = None,
         driver: str = "thread",
+        clock: Callable[[], float] = time.monotonic,
     ):
+        """`deadline_first`, `urgent_margin_s`, `max_relaxed_frames`: the schedule's (vocoder_schedule.py).
+        `clock`: the time deadlines are given in (seconds); tests pass a fake one."""
         if driver not in VOCODER_DRIVERS:
             raise ValueError(f"driver must be one of {', '.join(VOCODER_DRIVERS)}, got {driver!r}")
         self.vocoder = vocoder
         self.driver = driver
         self.torch_threads = torch_threads
-        self.deadline_first = deadline_first
-        self.urgent_margin_s = urgent_margin_s
-        self.max_relaxed_frames = max_relaxed_frames
-        self.deferred_passes = 0  # passes that left non-urgent work for the next one
-        self._pass_s = 0.0  # EMA of a vocoder forward's wall time
-        self._intervals: deque[float] = deque(maxlen=256)  # recent times between a stream's pushes
-        self.base_first_chunk_frames = vocoder.first_chunk_frames
-        self._pace: dict[Hashable, _Pace] = {}
+        c = vocoder.config
+        self.schedule = VocoderSchedule(
+            sample_rate=c.sample_rate,
+            hop_length=c.hop_length,
+            lag_samples=vocoder.lag_samples,
+            first_chunk_frames=vocoder.first_chunk_frames,
+            chunk_frames=vocoder.chunk_frames,
+            deadline_first=deadline_first,
+            urgent_margin_s=urgent_margin_s,
+            max_relaxed_frames=max_relaxed_frames,
+        )  # touched from both drivers' sides: only with `_cv` held
+        self._clock = clock
         self._cv = threading.Condition()
         self._frames: dict[Hashable, list[np.ndarray]] = defaultdict(list)
         self._open: list[Hashable] = []
@@ -98,7 +81,6 @@ class VocoderWorker:
         self._error: BaseException | None = None
         self.batches = 0  # vocoder forwards run (for metrics and tests)
         self.batched_streams = 0  # sum over forwards of streams in the batch
-        self.split_passes = 0  # passes that vocoded urgent streams ahead of the others
         self.trace: list[tuple[float, float, int]] | None = None  # set to [] to record (start, end, streams)
         self._thread: threading.Thread | None = None
         self._task: asyncio.Task | None = None
@@ -114,6 +96,16 @@ class VocoderWorker:
     def error(self) -> BaseException | None:
         """What stopped the worker, if it failed (it then serves nothing more)."""
         return self._error
+
+    @property
+    def split_passes(self) -> int:
+        """Passes that vocoded urgent streams ahead of the others."""
+        return self.schedule.split_passes
+
+    @property
+    def deferred_passes(self) -> int:
+        """Passes that left non-urgent work for the next one."""
+        return self.schedule.deferred_passes
 
     def _notify(self) -> None:
         """Wake the driver; call with `_cv` held."""
@@ -131,29 +123,22 @@ class VocoderWorker:
     # --- called from the event loop ---
     def open(self, stream_id: Hashable, deadline: float | None = None) -> asyncio.Queue:
         """Start a stream; its PCM chunks (then `None`) arrive on the returned queue. `deadline`
-        (time.monotonic()): when its client runs out of audio without it; default now."""
+        (on `clock`, time.monotonic() by default): when its client runs out of audio without it; default now."""
         queue: asyncio.Queue = asyncio.Queue()
         with self._cv:
             if self._error is not None:
                 raise RuntimeError("vocoder worker failed") from self._error
             self._queues[stream_id] = (asyncio.get_running_loop(), queue)
-            self._pace[stream_id] = _Pace(time.monotonic() if deadline is None else deadline)
+            self.schedule.open(stream_id, self._clock() if deadline is None else deadline)
             self._open.append(stream_id)
             self._notify()
         return queue
 
     def push(self, stream_id: Hashable, frames: np.ndarray) -> None:
         """Queue `(k, n_mels)` log-mel frames."""
-        now = time.monotonic()
+        now = self._clock()
         with self._cv:
-            pace = self._pace.get(stream_id)
-            if pace is not None:
-                if pace.last_push is not None:
-                    self._intervals.append(now - pace.last_push)
-                    if now > pace.last_push:
-                        sample = frames.shape[0] / (now - pace.last_push)
-                        pace.rate = sample if pace.rate == 0.0 else 0.8 * pace.rate + 0.2 * sample
-                pace.last_push = now
+            self.schedule.pushed(stream_id, frames.shape[0], now)
             self._frames[stream_id].append(frames)
             self._notify()
 
@@ -168,7 +153,7 @@ class VocoderWorker:
         with self._cv:
             self._queues.pop(stream_id, None)
             self._frames.pop(stream_id, None)
-            self._pace.pop(stream_id, None)
+            self.schedule.close(stream_id)
             self._cancel.append(stream_id)
             self._notify()
 
@@ -207,7 +192,7 @@ class VocoderWorker:
         """Submit the planned passes one at a time, each once the one before has been delivered:
         (its result, its finished streams, when it was submitted)."""
         for batch, finish, eager in self._plan(*taken):
-            t0 = time.monotonic()
+            t0 = self._clock()
             yield self.vocoder.submit(batch, finish=finish, eager=eager), finish, t0
 
     def _run(self) -> None:
@@ -221,7 +206,7 @@ class VocoderWorker:
                 return
             try:
                 for result, finish, t0 in self._passes(taken):
-                    self._deliver(result.wait(), finish, t0, time.monotonic())
+                    self._deliver(result.wait(), finish, t0, self._clock())
             except BaseException as e:
                 self._fail(e)
                 return
@@ -241,127 +226,70 @@ class VocoderWorker:
                 for result, finish, t0 in self._passes(taken):
                     if not result.done():  # CUDA work in flight: wait off the loop (one GIL hand-off)
                         await asyncio.to_thread(result.wait)
-                    self._deliver(result.wait(), finish, t0, time.monotonic())
+                    self._deliver(result.wait(), finish, t0, self._clock())
             except asyncio.CancelledError:
                 raise
             except BaseException as e:
                 self._fail(e)
                 return
 
-    def _plan(self, opened, frames, finish, cancel) -> list[tuple[dict, list, set]]:
-        """Open and cancel streams, then the passes to run in order: (frames, finishes, eager streams)."""
+    def _plan(self, opened, frames, finish, cancel) -> list[tuple[dict, list, frozenset]]:
+        """Open and cancel streams, then the schedule's passes to run in order: (frames, finishes, eager
+        streams). Streams the schedule defers go back to the queue."""
+        vocoder = self.vocoder
         for sid in opened:
-            self.vocoder.open(sid)
+            vocoder.open(sid)
         for sid in cancel:
             frames.pop(sid, None)
-            if sid in self.vocoder.active:
-                self.vocoder.cancel(sid)
-        live = set(self.vocoder.active)
-        batch = {sid: np.concatenate(chunks) for sid, chunks in frames.items() if sid in live}
-        finish = [sid for sid in finish if sid in live]
+            if sid in vocoder.active:
+                vocoder.cancel(sid)
+        live = vocoder.active
+        alive = set(live)
+        batch = {sid: np.concatenate(chunks) for sid, chunks in frames.items() if sid in alive}
+        finish = [sid for sid in finish if sid in alive]
         if not batch and not finish:
             return []
-        if not self.deadline_first:
-            return [(batch, finish, set())]
-        self.vocoder.first_chunk_frames = self._first_chunk_frames()
-        urgent = self._urgent(live, batch)
-        first = {sid: f for sid, f in batch.items() if sid in urgent}
-        first_finish = [sid for sid in finish if sid in urgent]
-        for sid in urgent - set(batch) - set(finish):  # frames held back by the chunk schedule
-            if self.vocoder.pending_frames(sid):
-                first[sid] = np.zeros((0, self.vocoder.config.n_mels), np.float32)
-        rest = {sid: f for sid, f in batch.items() if sid not in urgent}
-        rest_finish = [sid for sid in finish if sid not in urgent]
-        if self.max_relaxed_frames is not None:
-            rest, rest_finish = self._cap(rest, rest_finish)
-        if (first or first_finish) and (rest or rest_finish):
-            self.split_passes += 1
-            return [(first, first_finish, urgent), (rest, rest_finish, set())]
-        if not (first or first_finish or rest or rest_finish):
-            return []
-        return [({**rest, **first}, rest_finish + first_finish, urgent)]
+        with self._cv:
+            first_chunk_frames = self.schedule.first_chunk_frames()
+        vocoder.first_chunk_frames = first_chunk_frames  # before asking where each stream's next chunk is
+        streams = {}
+        for sid in dict.fromkeys([*batch, *live]):
+            new = batch[sid].shape[0] if sid in batch else None
+            streams[sid] = Backlog(new, vocoder.pending_frames(sid), vocoder.frames_to_next_chunk(sid, extra=new or 0))
+        with self._cv:
+            plan = self.schedule.plan(self._clock(), streams, finish)
+            self._give_back(plan, batch, finish)
+        empty = np.zeros((0, vocoder.config.n_mels), np.float32)
+        return [({sid: batch.get(sid, empty) for sid in p.streams}, list(p.finish), p.eager) for p in plan.passes]
 
-    def _cap(self, rest: dict, rest_finish: list) -> tuple[dict, list]:
-        """Keep at most `max_relaxed_frames` frames of vocoding among non-urgent streams (earliest
-        deadline first, at least one stream); give the others' frames and finishes back to the queue."""
-        finishing = set(rest_finish)
-        cost = {}
-        for sid in set(rest) | finishing:
-            new = rest[sid].shape[0] if sid in rest else 0
-            ready = sid in finishing or self.vocoder.frames_to_next_chunk(sid, extra=new) == 0
-            cost[sid] = self.vocoder.pending_frames(sid) + new if ready else 0
-        with self._cv:
-            order = sorted(cost, key=lambda sid: self._pace[sid].deadline if sid in self._pace else 0.0)
-        keep, total = set(), 0
-        for sid in order:
-            if cost[sid] and keep and total + cost[sid] > self.max_relaxed_frames:
-                continue
-            keep.add(sid)
-            total += cost[sid]
-        later = set(order) - keep
-        if not later:
-            return rest, rest_finish
-        self.deferred_passes += 1
-        with self._cv:
-            for sid in later:
-                if sid not in self._queues:
-                    continue  # cancelled meanwhile
-                if sid in rest:
-                    self._frames[sid].insert(0, rest[sid])
-                if sid in finishing:
-                    self._finish.insert(0, sid)
-        return ({sid: f for sid, f in rest.items() if sid in keep}, [sid for sid in rest_finish if sid in keep])
-
-    def _first_chunk_frames(self) -> int:
-        """Frames whose playable audio outlasts a slow step (p95 of recent frame intervals) plus two passes."""
-        with self._cv:
-            intervals = sorted(self._intervals)
-        base = self.base_first_chunk_frames
-        if len(intervals) < 16:
-            return base
-        c = self.vocoder.config
-        cover_s = intervals[int(0.95 * (len(intervals) - 1))] + 2.0 * self._pass_s
-        frames = math.ceil((cover_s * c.sample_rate + self.vocoder.lag_samples) / c.hop_length)
-        return max(base, min(self.vocoder.chunk_frames, frames))
-
-    def _urgent(self, live: set, batch: dict) -> set:
-        """Streams whose client would run out of audio before their next scheduled chunk (every live
-        stream: one whose frames the schedule holds back may be urgent without new frames)."""
-        now = time.monotonic()
-        with self._cv:
-            paces = {sid: (p.deadline, p.rate) for sid, p in self._pace.items()}
-        margin = self.urgent_margin_s + 2.0 * self._pass_s
-        urgent = set()
-        for sid in live:
-            deadline, rate = paces.get(sid, (now, 0.0))
-            slack = deadline - now
-            missing = self.vocoder.frames_to_next_chunk(sid, extra=batch[sid].shape[0] if sid in batch else 0)
-            wait = missing / rate if rate > 0 else 0.0
-            if slack < wait + margin:
-                urgent.add(sid)
-        return urgent
+    def _give_back(self, plan: Plan, batch: dict, finish: list) -> None:
+        """Queue the deferred streams' frames and finishes again, ahead of newer ones (with `_cv` held)."""
+        for sid in plan.deferred:
+            if sid not in self._queues:
+                continue  # cancelled meanwhile
+            if sid in batch:
+                self._frames[sid].insert(0, batch[sid])
+            if sid in finish:
+                self._finish.insert(0, sid)
 
     def _deliver(self, pcm: dict, finish: list, t0: float, t1: float) -> None:
-        """Hand one pass's PCM to the streams' queues and advance their deadlines."""
-        self._pass_s = 0.9 * self._pass_s + 0.1 * (t1 - t0)
+        """Hand one pass's PCM to the streams' queues, and tell the schedule."""
         if self.trace is not None:
             self.trace.append((t0, t1, len(pcm)))
         self.batches += 1
         self.batched_streams += len(pcm)
         done = set(finish)
-        sample_rate = self.vocoder.config.sample_rate
-        for sid, audio in pcm.items():
-            with self._cv:
-                target = self._queues.get(sid)
+        with self._cv:
+            self.schedule.passed(t1 - t0)
+            targets = {sid: self._queues.get(sid) for sid in pcm}
+            for sid, audio in pcm.items():
                 if sid in done:
                     self._queues.pop(sid, None)
-                    self._pace.pop(sid, None)
-                elif (pace := self._pace.get(sid)) is not None and audio.size:
-                    if not pace.started:  # its client starts playing about now
-                        pace.started = True
-                        pace.deadline = max(pace.deadline, time.monotonic())
-                    pace.deadline += audio.shape[0] / sample_rate
-            if target is None:
+                    self.schedule.close(sid)
+                else:
+                    self.schedule.delivered(sid, audio.shape[0], t1)
+        for sid, audio in pcm.items():
+            if (target := targets[sid]) is None:
                 continue  # cancelled meanwhile
             loop, queue = target
             if audio.size:
