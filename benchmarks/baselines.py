@@ -1,6 +1,6 @@
 """Baselines against our streaming pipeline, in one process, same weights, same texts, same run.
 
-    python benchmarks/baselines.py [--model voices/default] [--server-args "..."] [--device cpu|cuda]
+    python -m benchmarks.baselines [--model voices/default] [--server-args "..."] [--device cpu|cuda]
                                    [--concurrency 1,8] [--duration 30] [--rounds 3] [--variants d,b,a,c]
                                    [--seed 0]
                                    [--out benchmarks/results/baselines.json]
@@ -40,18 +40,16 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks import machine
+from benchmarks.floor import engine_config
+from benchmarks.loop import closed_loop
+from benchmarks.playback import RequestRecord
+from benchmarks.stats import by_kind, summarize
 
-from benchmarks import machine  # noqa: E402
-from benchmarks.floor import engine_config  # noqa: E402
-from benchmarks.loop import closed_loop  # noqa: E402
-from benchmarks.playback import RequestRecord  # noqa: E402
-from benchmarks.stats import by_kind, summarize  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 NAMES = {
     "a": "a sequential PyTorch, no vLLM",

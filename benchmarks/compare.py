@@ -1,6 +1,6 @@
 """Side by side: the levels of several load.py result files (e.g. one server flag on and off).
 
-    python benchmarks/compare.py [--png OUT.png] benchmarks/results/sched_cpu_fcfs_1.json benchmarks/results/sched_cpu_deadline_1.json ...
+    python -m benchmarks.compare [--png OUT.png] benchmarks/results/sched_cpu_fcfs_1.json benchmarks/results/sched_cpu_deadline_1.json ...
 
 Prints one markdown row per (file, level): TTFA p50/p99, underruns (requests with any, of requests), inter-chunk
 gap p99, audio-s/s, engine step time, and the file's server flags; then, per server-args value, the sums over its

@@ -1,6 +1,6 @@
 """The CUDA vocoder path on its own (no vLLM needed): correctness against the CPU, then cost per pass.
 
-    python benchmarks/cuda_check.py [--model voices/default] [--out cuda_check.json]
+    python -m benchmarks.cuda_check [--model voices/default] [--out cuda_check.json]
 
 1. `StreamingVocoder(device="cuda")` on the model's vocoder, 24 streams of ragged lengths pushed in
    4-frame steps from a producer CUDA stream (as the LM would), against the offline CPU vocoder: SNR
@@ -26,12 +26,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from uttera_server.synthesis.vocoder_worker import VocoderWorker
+from vocoder.model import Vocoder
+from vocoder.streaming import StreamingVocoder
 
-from uttera_server.synthesis.vocoder_worker import VocoderWorker  # noqa: E402
-from vocoder.model import Vocoder  # noqa: E402
-from vocoder.streaming import StreamingVocoder  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def snr_db(reference: np.ndarray, test: np.ndarray) -> float:

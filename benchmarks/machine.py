@@ -28,6 +28,14 @@ def gpu_name() -> str | None:
         return None
 
 
+def command() -> str:
+    """This run's command line as typed at the repository root: `python -m benchmarks.load ...` for a benchmark
+    run as a module (how they all run), `python SCRIPT ...` otherwise."""
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    head = ["-m", spec.name] if spec is not None else sys.argv[:1]
+    return "python " + shlex.join([*head, *sys.argv[1:]])
+
+
 def describe() -> dict:
     """Hardware and conditions of this run, for the result JSON."""
     return {
@@ -36,7 +44,7 @@ def describe() -> dict:
         "cores": os.cpu_count(),
         "gpu": gpu_name(),
         "loadavg_start": [round(x, 2) for x in os.getloadavg()],
-        "command": "python " + shlex.join(sys.argv),
+        "command": command(),
     }
 
 

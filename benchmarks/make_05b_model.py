@@ -1,6 +1,6 @@
 """Write a ~0.5 B-parameter random-weight UtteraTTS model directory, for GPU throughput runs.
 
-    python benchmarks/make_05b_model.py [--out models/random-0.5b] [--hidden 1024] [--layers 24]
+    python -m benchmarks.make_05b_model [--out models/random-0.5b] [--hidden 1024] [--layers 24]
                                         [--heads 16] [--intermediate 5120] [--seed 0] [--check]
 
 Same code path as `python -m uttera_server.tiny_model` (uttera_server/tiny_model.py), scaled up, with the
@@ -14,12 +14,10 @@ embeddings, the phoneme-position embedding and the mel head). `--check` starts t
 import argparse
 import asyncio
 import json
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 
 def param_count(cfg: dict) -> int:

@@ -1,6 +1,6 @@
 """Where naturalness is lost, stage by stage, on held-out sentences (issue 14, step 1).
 
-    python benchmarks/naturalness_stages.py --judges-python /tmp/judges/bin/python \\
+    python -m benchmarks.naturalness_stages --judges-python /tmp/judges/bin/python \\
         [--limit 40] [--seed 0] [--model voices/default] [--hifigan-dir DIR] \\
         [--out benchmarks/results/naturalness_stages.json]
 
@@ -35,15 +35,15 @@ import json
 import random
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks import machine
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 STAGES = {
     "a": "teacher (Piper joe-medium)",
@@ -308,7 +308,7 @@ def main() -> None:
     from benchmarks.machine import describe
 
     result = {
-        "command": " ".join(["python"] + sys.argv),
+        "command": machine.command(),
         "seed": a.seed,
         "limit": a.limit,
         "model": str(a.model),

@@ -1,6 +1,6 @@
 """Plain-vLLM baseline: engine step time of a stock Llama of the voice's dimensions against ours, one run.
 
-    python benchmarks/plain_vllm.py [--model voices/default] [--server-args "..."] [--rows 16,64,256,1024]
+    python -m benchmarks.plain_vllm [--model voices/default] [--server-args "..."] [--rows 16,64,256,1024]
                                     [--steps 300] [--prompt-len 384] [--rounds 2]
                                     [--out benchmarks/results/plain_vllm.json]
 
@@ -37,16 +37,14 @@ import multiprocessing
 import os
 import random
 import statistics
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks import machine
 
-from benchmarks import machine  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 VARIANTS = ("plain", "ours")
 LLAMA_KEYS = (

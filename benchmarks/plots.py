@@ -1,7 +1,7 @@
 """PNG plots of a concurrency sweep (matplotlib, headless): TTFA p50/p99, audio-s/s and underruns per
 request vs concurrency, one line per transport, the TTFA floor and budget as horizontal lines.
 
-    python benchmarks/plots.py RESULT.json     # redraw RESULT.png from a load.py result file
+    python -m benchmarks.plots RESULT.json     # redraw RESULT.png from a load.py result file
 """
 
 import textwrap

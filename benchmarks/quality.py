@@ -1,6 +1,6 @@
 """Quality and speed of a voice through the RUNNING server, against the Piper teacher, judged by Whisper.
 
-    python benchmarks/quality.py [--model voices/default | --url http://127.0.0.1:8000] [--seed 0]
+    python -m benchmarks.quality [--model voices/default | --url http://127.0.0.1:8000] [--seed 0]
                                  [--limit N] [--out benchmarks/results/quality.json]
 
 Phase 1, synthesis (timed): starts `python -m uttera_server serve --model DIR` on a free port (or uses
@@ -41,7 +41,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 LENGTH = 'uttera_engine_requests_finished_total{reason="length"}'
 STOP = 'uttera_engine_requests_finished_total{reason="stop"}'

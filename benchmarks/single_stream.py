@@ -1,6 +1,6 @@
 """Single-stream latency of the real server: time to first audio (TTFA) and real-time factor (RTF).
 
-    python benchmarks/single_stream.py [--model DIR] [--requests 20] [--seed 0] [--out FILE.json]
+    python -m benchmarks.single_stream [--model DIR] [--requests 20] [--seed 0] [--out FILE.json]
 
 Starts `uttera serve` on a free port, waits for /health, then sends the requests one at a time over
 chunked HTTP (`response_format=pcm`) and over the WebSocket, measuring from the request to the first
@@ -22,6 +22,8 @@ from pathlib import Path
 
 import httpx
 import websockets
+
+from benchmarks import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXTS = [
@@ -160,7 +162,7 @@ def main():
     a.out.write_text(
         json.dumps(
             {
-                "command": " ".join(sys.argv),
+                "command": machine.command(),
                 "model": str(a.model),
                 "seed": a.seed,
                 "machine": f"{platform.machine()} {os.cpu_count()} cpus",

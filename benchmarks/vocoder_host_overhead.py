@@ -1,6 +1,6 @@
 """Host time the in-engine vocoder's bookkeeping adds to one engine step, per row: queuing each row's mel.
 
-    python benchmarks/vocoder_host_overhead.py [--rows 256,1024] [--steps 64] [--rounds 3] \\
+    python -m benchmarks.vocoder_host_overhead [--rows 256,1024] [--steps 64] [--rounds 3] \\
         [--out benchmarks/results/vocoder_host_overhead.json]
 
 The engine's worker hands the StreamingVocoder one `(frames_per_step, n_mels)` chunk per running row per
@@ -15,18 +15,17 @@ Python host work alone, the part that adds to vLLM's own ~30 us per row per step
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks import machine
+from vocoder.config import VocoderConfig
+from vocoder.model import Vocoder
+from vocoder.streaming import StreamingVocoder
 
-from vocoder.config import VocoderConfig  # noqa: E402
-from vocoder.model import Vocoder  # noqa: E402
-from vocoder.streaming import StreamingVocoder  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def measure(mode: str, rows: int, steps: int, frames_per_step: int = 4) -> float:
@@ -88,7 +87,7 @@ def main() -> None:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(
         json.dumps(
-            {"command": " ".join(["python", *sys.argv]), "steps": a.steps, "rounds": a.rounds, "levels": table},
+            {"command": machine.command(), "steps": a.steps, "rounds": a.rounds, "levels": table},
             indent=2,
         )
     )
