@@ -1,7 +1,7 @@
 """Debug wrapper for memory investigations: runs `uttera serve` and, on each SIGUSR2, appends one line of
 heap figures to PROBE_DIR/stats.jsonl. Not part of the server; used for docs/reliability.md ("Soak").
 
-    PROBE_DIR=/tmp/probe [PROBE_FRAMES=12] python benchmarks/memprobe.py serve --model DIR [serve flags]
+    PROBE_DIR=/tmp/probe [PROBE_FRAMES=12] python -m benchmarks.memprobe serve --model DIR [serve flags]
     kill -USR2 PID   # between soak rounds (python -m benchmarks.soak --pid PID ...)
     touch /tmp/probe/trim   # later signals also call malloc_trim(0) and record the RSS after it
 
@@ -10,11 +10,11 @@ mmapped, `uordblks` in use, `fordblks` free but kept); with PROBE_TYPES=1 also g
 type. With PROBE_FRAMES the first signal starts tracemalloc (so start-up and imports are not traced) and
 later ones write snapN.pickle, to compare with `Snapshot.load(b).compare_to(Snapshot.load(a), "traceback")`.
 tracemalloc slows the server several-fold and its snapshots fragment the heap: read RSS from runs without
-it. glibc only.
+it. glibc only. Run it from the repository root, as a module (it imports benchmarks.heap; the server
+is then the checkout's own, and vLLM's spawned engine core finds this module by name).
 """
 
 import collections
-import ctypes
 import gc
 import json
 import os
@@ -24,39 +24,14 @@ import threading
 import time
 import tracemalloc
 
+from benchmarks.heap import malloc_trim, mallinfo2, rss_mb
+
 FRAMES = int(os.environ.get("PROBE_FRAMES", "0"))
-_libc = ctypes.CDLL("libc.so.6")
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [
-        (k, ctypes.c_size_t)
-        for k in (
-            "arena",
-            "ordblks",
-            "smblks",
-            "hblks",
-            "hblkhd",
-            "usmblks",
-            "fsmblks",
-            "uordblks",
-            "fordblks",
-            "keepcost",
-        )
-    ]
-
-
-_libc.mallinfo2.restype = _MallInfo2
 
 
 def _heap() -> dict:
-    m = _libc.mallinfo2()
+    m = mallinfo2()
     return {k: round(getattr(m, k) / 2**20, 2) for k in ("arena", "hblkhd", "uordblks", "fordblks")}
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
 
 
 def _dump(out: str, n: list[int]) -> None:
@@ -65,7 +40,7 @@ def _dump(out: str, n: list[int]) -> None:
     rec = {
         "n": n[0],
         "t": time.time(),
-        "rss_mb": _rss_mb(),
+        "rss_mb": rss_mb(),
         "blocks": sys.getallocatedblocks(),
         "mallinfo": _heap(),
         "threads": threading.active_count(),
@@ -76,8 +51,8 @@ def _dump(out: str, n: list[int]) -> None:
         rec["traced_mb"] = tracemalloc.get_traced_memory()[0] / 2**20
         tracemalloc.take_snapshot().dump(f"{out}/snap{n[0]}.pickle")
     if os.path.exists(f"{out}/trim"):
-        _libc.malloc_trim(0)
-        rec["rss_mb_after_trim"] = _rss_mb()
+        malloc_trim()
+        rec["rss_mb_after_trim"] = rss_mb()
         rec["mallinfo_after_trim"] = _heap()
     if os.environ.get("PROBE_TYPES"):  # builds a list of every gc object: itself a few MB of heap
         objects = gc.get_objects()

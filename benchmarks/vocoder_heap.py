@@ -2,46 +2,18 @@
 then finish), printing RSS and glibc's heap (in use / free but kept) after each round. Separates the
 vocoder's share of the serving process's RSS growth (docs/reliability.md, "Soak"). glibc only.
 
-    python benchmarks/vocoder_heap.py MODEL_DIR/vocoder [--rounds 8] [--batches 150]
+    python -m benchmarks.vocoder_heap MODEL_DIR/vocoder [--rounds 8] [--batches 150]
 """
 
 import argparse
-import ctypes
 import random
 
 import numpy as np
 import torch
 
+from benchmarks.heap import mallinfo2, rss_mb
 from vocoder.model import Vocoder
 from vocoder.streaming import StreamingVocoder
-
-_libc = ctypes.CDLL("libc.so.6")
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [
-        (k, ctypes.c_size_t)
-        for k in (
-            "arena",
-            "ordblks",
-            "smblks",
-            "hblks",
-            "hblkhd",
-            "usmblks",
-            "fsmblks",
-            "uordblks",
-            "fordblks",
-            "keepcost",
-        )
-    ]
-
-
-_libc.mallinfo2.restype = _MallInfo2
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
 
 
 def main() -> None:
@@ -65,8 +37,8 @@ def main() -> None:
             for _ in range(rng.randint(1, 6)):
                 sv.step({sid: np_rng.standard_normal((rng.randint(1, 40), v.config.n_mels), np.float32) for sid in ids})
             sv.step({}, finish=ids)
-        m = _libc.mallinfo2()
-        print(f"{r:5d} {n:8d} {_rss_mb():8.1f} {m.uordblks / 2**20:10.1f} {m.fordblks / 2**20:8.1f}", flush=True)
+        m = mallinfo2()
+        print(f"{r:5d} {n:8d} {rss_mb():8.1f} {m.uordblks / 2**20:10.1f} {m.fordblks / 2**20:8.1f}", flush=True)
 
 
 if __name__ == "__main__":

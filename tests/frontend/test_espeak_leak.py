@@ -8,6 +8,7 @@ import tracemalloc
 from piper import espeakbridge
 from piper.phonemize_espeak import EspeakPhonemizer
 
+from benchmarks.heap import mallinfo2
 from uttera_server.frontend import espeak
 
 WORDS = "the quick brown fox jumps over a lazy dog while seven sailors sing".split()
@@ -54,27 +55,6 @@ def test_sentence_phonemes_equal_pipers():
 def _heap_in_use_bytes_per_call(fn, calls: int = 1000) -> float:
     """glibc's heap in use (mallinfo2) still held after `calls` calls, per call: what tracemalloc does not
     see (C allocations)."""
-    import ctypes
-
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [
-            (k, ctypes.c_size_t)
-            for k in (
-                "arena",
-                "ordblks",
-                "smblks",
-                "hblks",
-                "hblkhd",
-                "usmblks",
-                "fsmblks",
-                "uordblks",
-                "fordblks",
-                "keepcost",
-            )
-        ]
-
-    mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
-    mallinfo2.restype = MallInfo2
     fn()
     gc.collect()
     before = mallinfo2().uordblks
