@@ -30,6 +30,9 @@ def _held_bytes_per_call(fn, calls: int = 500) -> float:
 
 
 def test_clause_tuples_are_held_by_their_list_alone():
+    """Reaches `espeak._get_phonemes`, our wrapper round piper's leaking `espeakbridge.get_phonemes`, on
+    purpose: the reference counts of the clause tuples it returns can only be read there (the public
+    functions consume them); the public functions' memory is measured below."""
     with espeak.lock():
         espeak._phonemizer()
         espeakbridge.set_voice("en-us")  # espeak-ng crashes without a voice

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from voc_helpers import tiny_config
+from tests.vocoder.voc_helpers import tiny_config
 
 from vocoder.model import Vocoder
 

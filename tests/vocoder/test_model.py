@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from voc_helpers import offline, random_mel, tiny_config
+from tests.vocoder.voc_helpers import offline, random_mel, tiny_config
 
 from vocoder.config import VocoderConfig
 from vocoder.errors import VocoderCheckpointError, VocoderConfigError

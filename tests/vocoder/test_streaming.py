@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from voc_helpers import offline, random_mel, snr_db, tiny_config
+from tests.vocoder.voc_helpers import offline, random_mel, snr_db, tiny_config
 
 from vocoder.config import VocoderConfig
 from vocoder.errors import FrameShapeError, StreamStateError, UnknownStreamError, VocoderConfigError

@@ -5,7 +5,7 @@ import threading
 
 import numpy as np
 import torch
-from voc_helpers import offline, random_mel, snr_db
+from tests.vocoder.voc_helpers import offline, random_mel, snr_db
 
 
 def test_torch_thread_count_is_per_thread():

@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 import pytest
-from voc_helpers import offline, random_mel, snr_db
+from tests.vocoder.voc_helpers import offline, random_mel, snr_db
 
 from uttera_server.synthesis.vocoder_worker import VocoderWorker
 from vocoder.streaming import StreamingVocoder

@@ -1,4 +1,5 @@
-"""Helpers shared by the vocoder tests (imported by name: pytest puts this folder on sys.path)."""
+"""Helpers shared by the vocoder tests, imported as `tests.vocoder.voc_helpers` (the repository root is on
+pytest's `pythonpath`, as for `tests.engine.helpers`)."""
 
 import numpy as np
 import torch
