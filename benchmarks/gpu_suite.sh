@@ -19,8 +19,9 @@
 #   (A/B steps alternate their variants for ROUNDS rounds, default 2; each server start ~45 s, each level ~8 s)
 #   bash benchmarks/gpu_suite.sh interval    default voice, http at C = 64,128,256: --stream-interval 1 vs 2
 #   bash benchmarks/gpu_suite.sh pacing      default voice, http at C = 64,128,256: --max-lead-s 1 vs none
-#   bash benchmarks/gpu_suite.sh plain       engine step time, stock vLLM Llama of the voice's dimensions vs ours,
-#                                            at 16,64,256,1024 rows, alternated (plain_vllm.py; ~5 min)
+#   bash benchmarks/gpu_suite.sh plain       engine step time, stock vLLM Llama of the voice's dimensions vs ours
+#                                            (vocoder in the engine, as served), at 16,64,256,1024 rows, alternated
+#                                            (plain_vllm.py; ~4 min once compiled, ~6 cold)
 #   bash benchmarks/gpu_suite.sh evcheck     in-engine vocoder vs the serving process's: same texts, PCM SNR, TTFA
 #   bash benchmarks/gpu_suite.sh arch        closed loop A/B: one serving process + its own vocoder (old) vs
 #                                            --api-servers 4 + the vocoder in the engine (new), C = 64,256,1024

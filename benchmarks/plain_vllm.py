@@ -13,7 +13,10 @@ alive for the whole run:
   ours   --model through our engine with the engine arguments `uttera serve --model M --server-args`
          would use (`MelEngine.engine_args()`): the plugin's patches in every vLLM process,
          UtteraTTSForCausalLM with its mel head, the pointer logits processor, greedy, STOP as stop token;
-         every step's mel travels to this process (the frontend vocoder's path; no engine vocoder).
+         with `--ours-vocoder engine` (the server's default on CUDA) each request asks for PCM, which the
+         vocoder inside the engine's worker sends over the PCM channel (drained here); with `frontend`
+         (the default on CPU) every step's mel travels to this process instead. `served` (the default)
+         picks what `uttera serve --server-args` would.
 Both: those same engine arguments otherwise (dtype: float32 on CPU, the checkpoint's fp16 on CUDA; eager
 on CPU; scheduling policy; prefix caching; vLLM's v1 model runner, the one our patches cover), with
 max_num_seqs = the largest --rows and a KV cache sized for it; the same seeded prompts (`--prompt-len`
@@ -121,13 +124,18 @@ class StepTrace:
         return _Recorder
 
 
-async def measure(llm, trace: StepTrace, ours: bool, stop_id: int, batch: list[list[int]], steps: int) -> dict:
-    """One measurement at len(batch) rows (see module docstring)."""
+async def measure(
+    llm, trace: StepTrace, ours: bool, stop_id: int, batch: list[list[int]], steps: int, receiver=None
+) -> dict:
+    """One measurement at len(batch) rows (see module docstring). `receiver`: the PCM channel's
+    PcmReceiver when ours vocodes in the engine; each request's PCM is drained as it arrives."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
     from vllm.sampling_params import RequestOutputKind
 
-    params = SamplingParams(
+    from engine_patches.pcm_wire import PCM_ARG, PcmRoute
+
+    base = dict(
         temperature=0.0,
         max_tokens=steps + 1,
         detokenize=False,
@@ -135,17 +143,37 @@ async def measure(llm, trace: StepTrace, ours: bool, stop_id: int, batch: list[l
         **({"stop_token_ids": [stop_id]} if ours else {"ignore_eos": True}),
     )
     rows, started, marks = len(batch), set(), {}
+    samples = [0] * rows
     trace.steps.clear()
 
+    async def drain(i: int, queue: asyncio.Queue) -> None:
+        while (pcm := await queue.get()) is not None:
+            if isinstance(pcm, BaseException):
+                raise pcm
+            samples[i] += pcm.shape[0]
+
     async def one(i: int):
-        async for out in llm.generate(TokensPrompt(prompt_token_ids=batch[i]), params, uuid.uuid4().hex):
-            if i not in started and out.outputs and out.outputs[0].token_ids:
-                started.add(i)
-                if len(started) == rows:
-                    marks["all_started"] = len(trace.steps)
-            if out.finished:
-                marks.setdefault("first_done", len(trace.steps))
-                return len(out.outputs[0].token_ids) if out.outputs else 0
+        request_id = uuid.uuid4().hex
+        params = SamplingParams(**base)
+        drained = None
+        if receiver is not None:
+            params.extra_args = {PCM_ARG: PcmRoute(receiver.sink, request_id).as_arg()}
+            drained = asyncio.ensure_future(drain(i, receiver.open(request_id)))
+        try:
+            async for out in llm.generate(TokensPrompt(prompt_token_ids=batch[i]), params, request_id):
+                if i not in started and out.outputs and out.outputs[0].token_ids:
+                    started.add(i)
+                    if len(started) == rows:
+                        marks["all_started"] = len(trace.steps)
+                if out.finished:
+                    marks.setdefault("first_done", len(trace.steps))
+                    break
+            if drained is not None:
+                await asyncio.wait_for(drained, 30)
+        finally:
+            if drained is not None:
+                drained.cancel()
+                receiver.drop(request_id)
 
     t0 = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(rows)))
@@ -160,6 +188,7 @@ async def measure(llm, trace: StepTrace, ours: bool, stop_id: int, batch: list[l
     ms = 1000 * (window[-1][0] - window[0][0]) / (len(window) - 1)
     return {
         "rows": rows,
+        "pcm_samples_min": min(samples) if receiver is not None else None,
         "steps_measured": len(window) - 1,
         "step_ms": round(ms, 4),
         "step_ms_p50": round(1000 * statistics.median(diffs), 4),
@@ -176,17 +205,38 @@ def engine_args(a) -> dict:
 
     voice = json.loads((a.model / "config.json").read_text())
     config = engine_config(a.model, a.server_args)
-    ours = MelEngine(VoiceModelConfig.load(a.model), config).engine_args()  # applies the patches here only
+    engine_vocoder = None
+    if a.vocoder_process == "engine":
+        from engine_patches.engine_vocoder import EngineVocoderConfig
+        from uttera_server.synthesis.pcm_receiver import new_sink_base
+
+        a.sink_base = new_sink_base()
+        engine_vocoder = EngineVocoderConfig(
+            sink_base=a.sink_base,
+            chunk_frames=config.vocoder_chunk_frames,
+            first_chunk_frames=config.first_chunk_frames,
+            cuda_graphs=config.vocoder_cuda_graphs,
+            max_streams=max(a.rows),
+        )
+    # applies the patches here only
+    ours = MelEngine(VoiceModelConfig.load(a.model), config, engine_vocoder=engine_vocoder).engine_args()
     dtype_bytes = 4 if ours.dtype == "float32" else 2
     tokens = max(a.rows) * (a.prompt_len + a.steps + 16)
     ours = dataclasses.replace(
         ours,
         max_num_seqs=max(a.rows),
         max_model_len=a.prompt_len + a.steps + 8,
+        # Every row's prompt is prefilled before the first rows finish, also at 1,024 rows (vLLM's 2,048
+        # tokens a step took longer than --steps to start them all on the H200): only the measured
+        # window's rows matter, and they are pure decode steps either way.
+        max_num_batched_tokens=max(ours.max_num_batched_tokens or 2048, 16 * max(a.rows)),
         kv_cache_memory_bytes=int(1.2 * tokens * kv_bytes_per_token(voice, dtype_bytes)) + (64 << 20),
         gpu_memory_utilization=a.gpu_memory_utilization,
     )
-    plain = dataclasses.replace(ours, model=str(a.plain_dir), logits_processors=None)
+    # Stock vLLM: none of what MelEngine adds for the engine vocoder (its config, async scheduling off).
+    plain = dataclasses.replace(
+        ours, model=str(a.plain_dir), logits_processors=None, additional_config={}, async_scheduling=None
+    )
     return {"plain": plain, "ours": ours}
 
 
@@ -211,23 +261,33 @@ def child(variant: str, args, a, conn) -> None:
 
     async def serve() -> None:
         trace = StepTrace()
+        receiver = None
+        if variant == "ours" and a.vocoder_process == "engine":
+            from uttera_server.synthesis.pcm_receiver import PcmReceiver
+
+            receiver = PcmReceiver(a.sink_base, 0)  # bound before the engine's worker connects
+            receiver.start()
         llm = AsyncLLM.from_engine_args(args, stat_loggers=[trace.factory()])
         try:
-            await measure_on_request(llm, trace, variant == "ours", a, conn)
+            await measure_on_request(llm, trace, variant == "ours", a, conn, receiver)
         finally:
             llm.shutdown()
+            if receiver is not None:
+                await receiver.close()
 
     asyncio.run(serve())
 
 
-async def measure_on_request(llm, trace: StepTrace, ours: bool, a, conn) -> None:
+async def measure_on_request(llm, trace: StepTrace, ours: bool, a, conn, receiver=None) -> None:
     """Warm up, say "ready", then measure each batch the parent sends until it says stop."""
     stop_id = json.loads((Path(a.model) / "config.json").read_text())["stop_token_id"]
-    await measure(llm, trace, ours, stop_id, prompts(Path(a.model), 2, a.prompt_len, a.seed + 1), 8)
+    warm = await measure(llm, trace, ours, stop_id, prompts(Path(a.model), 2, a.prompt_len, a.seed + 1), 8, receiver)
+    if receiver is not None and not warm["pcm_samples_min"]:
+        raise RuntimeError("the in-engine vocoder sent no PCM for the warm-up requests")
     conn.send(("ready",))
     loop = asyncio.get_running_loop()
     while (msg := await loop.run_in_executor(None, conn.recv))[0] == "run":
-        conn.send(await measure(llm, trace, ours, stop_id, msg[1], a.steps))
+        conn.send(await measure(llm, trace, ours, stop_id, msg[1], a.steps, receiver))
 
 
 def ratio(x, y):
@@ -271,6 +331,13 @@ def main() -> None:
         "within --steps (the default voice ran 290 steps on 256 random ids; rows of a large batch also "
         "start decoding over several prefill steps)",
     )
+    p.add_argument(
+        "--ours-vocoder",
+        choices=("served", "engine", "frontend"),
+        default="served",
+        help="where ours vocodes: in the engine's worker (PCM channel), in this process (mel in every step "
+        "output), or as `uttera serve --server-args` would (engine on CUDA, frontend on CPU)",
+    )
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--server-args", default="", help="`uttera serve` flags whose engine arguments both use")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.3, help="per engine (two are alive)")
@@ -278,6 +345,14 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "plain_vllm.json")
     a = p.parse_args()
     a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.vocoder_process = a.ours_vocoder
+    if a.ours_vocoder == "served":
+        from uttera_server.synthesis.placement import vocoder_device, vocoder_process
+
+        from benchmarks.floor import engine_config
+
+        config = engine_config(a.model, a.server_args)
+        a.vocoder_process = vocoder_process(config.vocoder_process, vocoder_device(config.vocoder_device))
     meta = machine.describe()
     voice = json.loads((a.model / "config.json").read_text())
     ctx = multiprocessing.get_context("spawn")
@@ -341,6 +416,7 @@ def main() -> None:
                 "model": str(a.model),
                 "plain_config": {k: voice.get(k) for k in LLAMA_KEYS},
                 "server_args": a.server_args,
+                "ours_vocoder": a.vocoder_process,
                 "dtype": args["ours"].dtype,
                 "enforce_eager": args["ours"].enforce_eager,
                 "scheduling_policy": args["ours"].scheduling_policy,
