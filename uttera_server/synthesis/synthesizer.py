@@ -16,7 +16,7 @@ import logging
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -220,7 +220,7 @@ class Synthesizer:
         with_timestamps: bool = False,
         text_offset: int = 0,
         lead_s: float = 0.0,
-    ) -> AsyncIterator[AudioChunk | WordTimings]:
+    ) -> AsyncGenerator[AudioChunk | WordTimings, None]:
         """Validate now, then return the audio of `text` as an async iterator of chunks.
 
         With `with_timestamps`, `WordTimings` items are interleaved with the chunks: every word of `text`
@@ -257,7 +257,7 @@ class Synthesizer:
         request_id: str,
         with_timestamps: bool,
         deadline: PlaybackDeadline,
-    ) -> AsyncIterator[AudioChunk | WordTimings]:
+    ) -> AsyncGenerator[AudioChunk | WordTimings, None]:
         """Raises `EmptyInput` before anything else when the text has nothing to speak."""
         sentences = await asyncio.to_thread(self._sentences, text, text_offset)
         opened: list[str] = []
