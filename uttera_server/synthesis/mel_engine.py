@@ -13,7 +13,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 from contextlib import aclosing
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -276,7 +276,7 @@ class MelEngine:
         deadline: float | None = None,
         stream_interval: int | None = None,
         pcm: "PcmRoute | None" = None,
-    ) -> AsyncIterator[MelStep]:
+    ) -> AsyncGenerator[MelStep, None]:
         """Yield the mel chunks of one utterance (one sentence prompt) as the engine produces them.
 
         `deadline` (time.monotonic()) is when the client runs out of audio without this request: now for
