@@ -24,7 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.texts import TextMix  # noqa: E402
 from uttera_server.config import EngineConfig  # noqa: E402
-from uttera_server.synthesis.synthesizer import AudioChunk, Synthesizer  # noqa: E402
+from uttera_server.synthesis import AudioChunk  # noqa: E402
+from uttera_server.synthesis.synthesizer import Synthesizer  # noqa: E402
 
 
 async def run_variant(model: Path, process: str, texts: list[str], max_num_seqs: int) -> tuple[list, list]:
