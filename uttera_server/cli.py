@@ -57,7 +57,7 @@ def make_synthesizer(config: ServerConfig) -> SpeechSynthesizer:
 
 def _flag(
     group: argparse._ActionsContainer,
-    cls: type[DataclassInstance],
+    cls: "type[DataclassInstance]",
     name: str,
     help: str,
     unset: str = "from the model",
