@@ -89,6 +89,7 @@ class Pipelines:
         await self.synth.start()
         self.engine = self.synth._engine  # (b) shares (d)'s engine: one engine start, same weights
         self.model = self.synth.model
+        assert self.engine._llm is not None  # started
         self.engine_dtype = self.engine._llm.model_config.dtype
         self.vocoder = Vocoder.from_dir(a.model / "vocoder", device=self.device)
         self.voc_pool = single_thread_pool("vocode-after", self.device)
@@ -98,7 +99,9 @@ class Pipelines:
             from benchmarks.torch_tts import TorchTTS
 
             self.torch_tts = TorchTTS(a.model, device=self.device, dtype=self.engine_dtype)
-        self.workers = {"d": self.synth.vocoder_worker}
+        worker = self.synth.vocoder_worker
+        assert worker is not None  # the Synthesizer's own VocoderWorker (vocoder_process="frontend")
+        self.workers = {"d": worker}
         if self.device == "cuda":
             if self.synth.vocoder_device != "cuda":
                 raise SystemExit(f"--device cuda: the Synthesizer's vocoder is on {self.synth.vocoder_device}")
@@ -138,7 +141,7 @@ class Pipelines:
 
     # --- one request per variant ---
     async def request_d(self, text: str, kind: str, name: str = "d") -> RequestRecord:
-        from uttera_server.synthesis.synthesizer import AudioChunk
+        from uttera_server.synthesis import AudioChunk
 
         rec = RequestRecord(name, kind, len(text), time.perf_counter(), self.model.sample_rate)
         try:
@@ -173,7 +176,7 @@ class Pipelines:
         consumer = asyncio.create_task(deliver())
         try:
             for sentence in self.sentences(text):
-                steps = [s.mel async for s in self.engine.generate(sentence.phoneme_ids)]
+                steps = [s.mel async for s in self.engine.generate(sentence.phoneme_ids) if s.mel is not None]
                 pending.put_nowait(loop.run_in_executor(self.voc_pool, self._vocode, np.concatenate(steps)))
             pending.put_nowait(None)
             await consumer
@@ -188,6 +191,7 @@ class Pipelines:
         try:
             for sentence in self.sentences(text):
                 async for step in self.engine.generate(sentence.phoneme_ids):
+                    assert step.mel is not None  # a plain request: mel, not PCM
                     rec.add(time.perf_counter(), step.mel.shape[0] * self.model.hop_length)
             rec.t_done = time.perf_counter()
         except Exception as e:
@@ -196,6 +200,7 @@ class Pipelines:
 
     def _sequential(self, rec: RequestRecord, text: str) -> None:
         for sentence in self.sentences(text):
+            assert self.torch_tts is not None  # made when variant "a" runs
             pcm = self._vocode(self.torch_tts.generate(sentence.phoneme_ids))
             rec.add(time.perf_counter(), pcm.shape[0])
 
@@ -290,7 +295,7 @@ async def run(a) -> tuple[list[dict], dict]:
                 for text in ("Warm up.", "A short warm up sentence, with a clause."):
                     await s.request(text, "warmup")
         for c in a.concurrency:
-            records = {v: [] for v in a.variants}
+            records: dict = {v: [] for v in a.variants}
             walls = {v: 0.0 for v in a.variants}
             steps = {v: [0, 0.0] for v in a.variants}  # engine busy steps, their seconds
             for r in range(a.rounds):  # variants interleaved, so drifting machine load hits all alike

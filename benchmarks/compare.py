@@ -46,7 +46,7 @@ def main(argv: list[str]) -> None:
         "| run | server args | C | requests | TTFA p50 | TTFA p99 | underruns (requests with any) | gap p99 | audio-s/s | step ms | 1-min load at end |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    groups = defaultdict(lambda: defaultdict(list))
+    groups: defaultdict = defaultdict(lambda: defaultdict(list))
     for p in paths:
         d = json.loads(Path(p).read_text())
         for lv in d["levels"]:

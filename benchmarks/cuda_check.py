@@ -58,7 +58,7 @@ def check_streaming(model_dir: Path, cpu: Vocoder, data: dict, graphs: bool = Fa
         cuda_graphs=graphs,
     )
     producer = torch.cuda.Stream()
-    outs = {sid: [] for sid in data}
+    outs: dict = {sid: [] for sid in data}
     for sid in data:
         sv.open(sid)
     for t in range(0, max(len(m) for m in data.values()), 4):
@@ -186,7 +186,7 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     cpu = Vocoder.from_dir(a.model / "vocoder")
     data = mels(24, 0, cpu.config.n_mels)
-    result = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
+    result: dict = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
     result["streaming"] = check_streaming(a.model, cpu, data)
     print("streaming vocoder on cuda vs offline cpu:", result["streaming"], flush=True)
     result["worker"] = asyncio.run(check_worker(a.model, cpu, data))

@@ -21,7 +21,8 @@ import numpy as np
 from benchmarks import machine
 from benchmarks.texts import TextMix
 from uttera_server.config import EngineConfig
-from uttera_server.synthesis.synthesizer import AudioChunk, Synthesizer
+from uttera_server.synthesis import AudioChunk
+from uttera_server.synthesis.synthesizer import Synthesizer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -128,6 +128,7 @@ async def measure(a) -> dict:
         longest = max(first_ids.values(), key=len)
         for _ in range(3):  # warm-up
             await decode_run(engine, longest)
+        assert engine._llm is not None  # started
         engine_dtype = str(engine._llm.model_config.dtype).removeprefix("torch.")
         prefill = {}
         for text, ids in first_ids.items():
@@ -146,8 +147,11 @@ async def measure(a) -> dict:
         engine.shutdown()
     import numpy as np
 
+    assert mels is not None, "no decode run"
     voc_first, voc_later = vocoder_ms(a.model, cfg, np.concatenate(mels), a.device, max(4 * a.repeats, 20))
     step = statistics.median(steps)
+    step_p90 = pct(steps, 90)
+    assert step_p90 is not None
     pre = statistics.median(prefill[text] for _, text in draws)
     out = {
         "model": str(a.model),
@@ -160,7 +164,7 @@ async def measure(a) -> dict:
         "k_steps": k,
         "prefill_ms": round(pre, 3),
         "step_ms": round(step, 3),
-        "step_ms_p90": round(pct(steps, 90), 3),
+        "step_ms_p90": round(step_p90, 3),
         "vocoder_first_chunk_ms": round(voc_first, 3),
         "vocoder_chunk_ms": round(voc_later, 3),
         "floor_ms": round(pre + k * step + voc_first, 3),

@@ -35,6 +35,7 @@ def ttfb(client: httpx.Client, text: str, fmt: str) -> float:
         first = None
         for _ in r.iter_raw():
             first = first or time.perf_counter()
+    assert first is not None, "no body"
     return 1000 * (first - started)
 
 

@@ -36,11 +36,13 @@ def _stub_torchaudio() -> None:
     import types
 
     ta = types.ModuleType("torchaudio")
-    ta.transforms = types.ModuleType("torchaudio.transforms")
-    ta.transforms.MFCC = ta.transforms.Resample = None
-    ta.load = None
+    transforms = types.ModuleType("torchaudio.transforms")
+    for name in ("MFCC", "Resample"):  # setattr: mypy's ModuleType has no such attributes
+        setattr(transforms, name, None)
+    setattr(ta, "transforms", transforms)
+    setattr(ta, "load", None)
     sys.modules.setdefault("torchaudio", ta)
-    sys.modules.setdefault("torchaudio.transforms", ta.transforms)
+    sys.modules.setdefault("torchaudio.transforms", transforms)
 
 
 def main() -> None:

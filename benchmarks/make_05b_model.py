@@ -78,6 +78,7 @@ async def check(out: Path, steps: int) -> None:
             if len(got) == steps:
                 break
         dt = time.perf_counter() - t0
+        assert got[0].mel is not None  # a plain request: mel, not PCM
         print(
             f"generated {len(got)} decode steps, mel chunk {got[0].mel.shape}, pointers {[s.pointer for s in got]}, "
             f"{1000 * dt / len(got):.0f} ms/step incl. prefill"

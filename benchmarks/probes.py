@@ -395,11 +395,11 @@ async def item3(server: Server) -> None:
                 else None
             )
             record(3, f"HTTP {name}", f"HTTP {r.status_code} {code}", time.monotonic() - t0, r.status_code == 400)
-    for name, raw in (("speed 1e309", "1e309"), ("speed integer of 5,000 digits", "9" * 5000)):
+    for name, number in (("speed 1e309", "1e309"), ("speed integer of 5,000 digits", "9" * 5000)):
         t0 = time.monotonic()
         try:
             async with connect(ws_url, open_timeout=30) as ws:
-                await ws.send('{"type": "text", "text": "Hello.", "context_id": "c", "speed": ' + raw + "}")
+                await ws.send('{"type": "text", "text": "Hello.", "context_id": "c", "speed": ' + number + "}")
                 msg = json.loads(await asyncio.wait_for(ws.recv(), 30))
                 try:
                     await asyncio.wait_for(ws.recv(), 3)
@@ -585,7 +585,8 @@ async def item6(server: Server, max_waiting: int, max_connections: int) -> None:
             statuses.get(429, 0) > 0 and set(statuses) <= {200, 429} and retry == {"1"},
         )
     ws_url = server.url.replace("http://", "ws://") + STREAM
-    socks, outcomes = [], {}
+    socks: list = []
+    outcomes: dict = {}
     t0 = time.monotonic()
     for _ in range(300):
         try:
@@ -739,7 +740,7 @@ def faulty_serve(argv: list[str]) -> int:
             raise RuntimeError("injected vocoder fault (benchmarks/probes.py)")
         return submit(self, *args, **kwargs)
 
-    StreamingVocoder.submit = broken
+    StreamingVocoder.submit = broken  # type: ignore[method-assign]  # the fault injected
     from uttera_server.cli import main as cli_main
 
     return cli_main(argv)

@@ -121,7 +121,8 @@ class Teacher:
     """Piper teacher transcripts + durations per frontend text, cached as JSON (key as training/evaluate.py)."""
 
     def __init__(self, cache_path: Path, judge):
-        self.path, self.judge, self.voice = cache_path, judge, None
+        self.path, self.judge = cache_path, judge
+        self.voice = None  # a PiperVoice, loaded on first use
         self.cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
 
     def get(self, line: str, sents) -> dict:
@@ -132,17 +133,22 @@ class Teacher:
             from training import text_frontend
             from training.evaluate import teacher_audio
 
-            if self.voice is None:
-                from piper import PiperVoice
-
-                m, c = text_frontend.teacher_paths()
-                self.voice = PiperVoice.load(m, config_path=c, include_alignments=True)
-            sr = self.voice.config.sample_rate
-            pieces = [teacher_audio(self.voice, list(s.phoneme_ids)) for s in sents]
+            voice = self._voice(text_frontend)
+            sr = voice.config.sample_rate
+            pieces = [teacher_audio(voice, list(s.phoneme_ids)) for s in sents]
             audio = np.concatenate([p[0] for p in pieces])
             frames = sum(p[1] for p in pieces)
             self.cache[key] = {"hyp": self.judge.transcribe(audio, sr), "frames": frames, "audio_s": frames * HOP / sr}
         return self.cache[key]
+
+    def _voice(self, text_frontend):
+        """The teacher's PiperVoice, loaded on first use."""
+        if self.voice is None:
+            from piper import PiperVoice
+
+            m, c = text_frontend.teacher_paths()
+            self.voice = PiperVoice.load(m, config_path=c, include_alignments=True)
+        return self.voice
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -228,7 +234,7 @@ def summarize(rows: list[dict], phase: dict) -> dict:
         return float(jiwer.wer([clean(r["text"]) for r in rows], [clean(norm(r[field])) or "-" for r in rows]))
 
     ratios = [r["duration_ratio"] for r in rows]
-    s = {"sentences": len(rows)}
+    s: dict = {"sentences": len(rows)}
     for v, norm in (("", lambda h: h), ("_spoken", spoken)):
         s[f"ours_wer{v}"] = corpus("ours_hyp", norm)
         s[f"teacher_wer{v}"] = corpus("teacher_hyp", norm)

@@ -71,7 +71,7 @@ def started_server(
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)  # our server's own process group only
                 proc.wait()
-        if log is not subprocess.DEVNULL:
+        if not isinstance(log, int):  # our file, not subprocess.DEVNULL
             log.close()
 
 

@@ -26,7 +26,7 @@ def summarize(records: list[RequestRecord], duration_s: float) -> dict:
     """
     ok = [r for r in records if r.ok]
     errors = Counter(r.error or "no_audio" for r in records if not r.ok)
-    ttfa = [1000 * r.ttfa_s for r in ok]
+    ttfa = [1000 * r.ttfa_s for r in ok if r.ttfa_s is not None]  # set on every ok record
     gaps = [1000 * g for r in ok for g in r.gaps_s()]
     plays = [playback(r) for r in ok]
     rtf = [r.rtf for r in ok if r.rtf is not None]
@@ -62,7 +62,7 @@ def by_kind(records: list[RequestRecord]) -> dict:
         rs = [r for r in records if r.kind == kind and r.ok]
         out[kind] = {
             "n": len(rs),
-            "ttfa_ms_p50": round(pct([1000 * r.ttfa_s for r in rs], 50) or 0, 3),
+            "ttfa_ms_p50": round(pct([1000 * r.ttfa_s for r in rs if r.ttfa_s is not None], 50) or 0, 3),
             "underruns": sum(playback(r).underruns for r in rs),
         }
     return out

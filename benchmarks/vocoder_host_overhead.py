@@ -64,7 +64,7 @@ def main() -> None:
     a = p.parse_args()
     torch.manual_seed(0)
     levels = [int(r) for r in a.rows.split(",")]
-    results = {(m, r): [] for m in ("views", "rows") for r in levels}
+    results: dict[tuple[str, int], list] = {(m, r): [] for m in ("views", "rows") for r in levels}
     for round_ in range(a.rounds):
         for r in levels:
             for mode in ("views", "rows") if round_ % 2 == 0 else ("rows", "views"):

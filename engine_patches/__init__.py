@@ -41,7 +41,7 @@ def check_vllm_version(found: str | None = None) -> str:
             except PackageNotFoundError:
                 continue
     base = (found or "").split("+")[0]
-    if base != SUPPORTED_VLLM:
+    if found is None or base != SUPPORTED_VLLM:
         raise UnsupportedVLLMVersion(
             f"uttera needs vLLM {SUPPORTED_VLLM} exactly (its engine patches follow that release's "
             f"internals), but vLLM {found} is installed. Install `vllm=={SUPPORTED_VLLM}` on CUDA or "

@@ -22,8 +22,10 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Collection, Hashable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -31,6 +33,15 @@ import torch
 from uttera_server.audio.pcm import to_int16
 
 from .pcm_wire import PcmRoute, encode, sink_address
+
+if TYPE_CHECKING:
+    import zmq
+
+    from uttera_server.synthesis.speed import MelTimeScale
+    from vocoder.step_result import StepResult
+
+# One stream's part of a pass, for the publisher: (request id, where its PCM goes, final).
+_Meta = tuple[Hashable, PcmRoute, bool]
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +63,7 @@ class EngineVocoderConfig:
         if min(self.chunk_frames, self.first_chunk_frames, self.max_streams) < 1 or self.urgent_s < 0:
             raise ValueError(f"EngineVocoderConfig needs positive frame counts and streams, got {self}")
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 
@@ -64,15 +75,15 @@ class _Publisher:
         import zmq
 
         self._zmq = zmq
-        self._context = zmq.Context.instance()
+        self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self._base = sink_base
-        self._sockets: dict[int, "zmq.Socket"] = {}
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._sockets: dict[int, zmq.Socket[bytes]] = {}
+        self._queue: queue.SimpleQueue[tuple[StepResult, list[_Meta]] | None] = queue.SimpleQueue()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="uttera-pcm-publisher", daemon=True)
         self._thread.start()
 
-    def put(self, result, meta: list[tuple[str, PcmRoute, bool]]) -> None:
+    def put(self, result: "StepResult", meta: list[_Meta]) -> None:
         if self.error is not None:
             raise RuntimeError("the in-engine vocoder's publisher failed") from self.error
         self._queue.put((result, meta))
@@ -83,7 +94,7 @@ class _Publisher:
         for sock in self._sockets.values():
             sock.close(linger=1000)
 
-    def _socket(self, sink: int):
+    def _socket(self, sink: int) -> "zmq.Socket[bytes]":
         sock = self._sockets.get(sink)
         if sock is None:
             sock = self._context.socket(self._zmq.PUSH)
@@ -97,7 +108,7 @@ class _Publisher:
             while (item := self._queue.get()) is not None:
                 result, meta = item
                 pcm = result.wait()
-                by_sink: dict[int, list] = {}
+                by_sink: dict[int, list[tuple[str, np.ndarray, bool]]] = {}
                 for req_id, route, final in meta:
                     audio = pcm.get(req_id)
                     if (audio is not None and audio.size) or final:
@@ -131,10 +142,11 @@ class EngineVocoder:
         if graphs:
             self.vocoder.capture_graphs(config.max_streams)
         self.n_mels = self.vocoder.config.n_mels
-        self._routes: dict[str, PcmRoute] = {}
-        self._scales: dict = {}  # req_id -> MelTimeScale, for speed != 1
-        self._finishing: list[str] = []
-        self._started: dict[str, float] = {}  # req_id -> time.monotonic() of its first chunk's pass
+        # Keyed by request id (a str), which is the StreamingVocoder's stream id.
+        self._routes: dict[Hashable, PcmRoute] = {}
+        self._scales: dict[Hashable, MelTimeScale] = {}  # for speed != 1
+        self._finishing: list[Hashable] = []
+        self._started: dict[Hashable, float] = {}  # time.monotonic() of the stream's first chunk's pass
         c = self.vocoder.config
         self._sample_s = 1.0 / c.sample_rate
         self._hop, self._lag = c.hop_length, self.vocoder.lag_samples
@@ -152,7 +164,7 @@ class EngineVocoder:
         if route.speed != 1.0:
             self._scales[req_id] = MelTimeScale(route.speed)
 
-    def finished(self, req_ids) -> None:
+    def finished(self, req_ids: Iterable[str]) -> None:
         """The scheduler finished these requests (stop, length or abort): flush them next pass."""
         for req_id in req_ids:
             if req_id in self._routes:
@@ -166,40 +178,43 @@ class EngineVocoder:
         rows = rows or {}
         if not rows and not finishing:
             return
-        direct: dict[str, int] = {}
-        host: dict = {}  # speed-changed streams: resampled on the host
+        direct: dict[Hashable, int] = {}
+        host: dict[Hashable, np.ndarray] = {}  # speed-changed streams: resampled on the host
         for req_id, row in rows.items():
             scale = self._scales.get(req_id)
             if scale is None:
                 direct[req_id] = row
             else:
+                assert mel is not None  # `rows` are rows of `mel`
                 host[req_id] = scale.push(mel[row].detach().float().cpu().numpy())
-        for req_id in finishing:
-            scale = self._scales.pop(req_id, None)
+        for sid in finishing:
+            scale = self._scales.pop(sid, None)
             if scale is not None and (tail := scale.flush()).size:
-                head = host.get(req_id)
-                host[req_id] = tail if head is None or not len(head) else np.concatenate([head, tail])
+                head = host.get(sid)
+                host[sid] = tail if head is None or not len(head) else np.concatenate([head, tail])
         host = {k: v for k, v in host.items() if len(v)}
         now = time.monotonic()
         eager = self._urgent((*direct, *host), now)
-        result = self.vocoder.submit(host, finish=finishing, step_rows=(mel, direct) if direct else None, eager=eager)
+        result = self.vocoder.submit(
+            host, finish=finishing, step_rows=(mel, direct) if direct and mel is not None else None, eager=eager
+        )
         self.passes += 1
         started, vocoder = self._started, self.vocoder
-        for req_id in (*direct, *host):
-            if req_id not in started and vocoder.is_open(req_id) and vocoder.vocoded_frames(req_id):
-                started[req_id] = now
-        for req_id in finishing:
-            started.pop(req_id, None)
+        for sid in (*direct, *host):
+            if sid not in started and vocoder.is_open(sid) and vocoder.vocoded_frames(sid):
+                started[sid] = now
+        for sid in finishing:
+            started.pop(sid, None)
         meta = [(req_id, self._routes[req_id], False) for req_id in (*direct, *host) if req_id not in finishing]
         meta += [(req_id, self._routes.pop(req_id), True) for req_id in finishing]
         self._publisher.put(result, meta)
 
-    def _urgent(self, req_ids, now: float) -> set[str]:
+    def _urgent(self, req_ids: Collection[Hashable], now: float) -> set[Hashable]:
         """Streams whose audio sent is less than `urgent_s` ahead of real-time playback from their first
         chunk (the chunk schedule would make them wait longer than their client can)."""
         started, vocoder, urgent_s = self._started, self.vocoder, self.config.urgent_s
         hop, lag, sample_s = self._hop, self._lag, self._sample_s
-        urgent = set()
+        urgent: set[Hashable] = set()
         for req_id in req_ids:
             t0 = started.get(req_id)
             if t0 is not None and (vocoder.vocoded_frames(req_id) * hop - lag) * sample_s - (now - t0) < urgent_s:

@@ -21,15 +21,26 @@ produce empty audio.
 """
 
 import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
-from vllm.v1.outputs import ModelRunnerOutput
-from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+from vllm.sequence import IntermediateTensors
+from vllm.v1.outputs import AsyncModelRunnerOutput, ModelRunnerOutput
+from vllm.v1.worker.gpu_model_runner import AsyncGPUModelRunnerOutput, GPUModelRunner
+
+from uttera_server.model.step_mel import StepMel
 
 from .engine_vocoder import CONFIG_KEY, EngineVocoder, EngineVocoderConfig
 from .pcm_wire import PCM_ARG, PcmRoute
 
+if TYPE_CHECKING:
+    from vllm.v1.core.sched.output import GrammarOutput, SchedulerOutput
+
 _MARK = "_uttera_patched"
+_VOCODER = "_uttera_vocoder"  # GPUModelRunner attribute: its EngineVocoder (None: none), once made
+
+RunnerOutput = ModelRunnerOutput | AsyncModelRunnerOutput | IntermediateTensors
 
 
 class UnsupportedRunnerOutput(RuntimeError):
@@ -39,17 +50,18 @@ class UnsupportedRunnerOutput(RuntimeError):
 def _engine_vocoder(runner: GPUModelRunner) -> EngineVocoder | None:
     """The worker's in-engine vocoder, created on first use; None if the server did not configure one
     (or on a tensor-parallel rank other than 0, which computes the same mel)."""
-    voc = getattr(runner, "_uttera_vocoder", False)
-    if voc is not False:
-        return voc
+    if hasattr(runner, _VOCODER):
+        made: EngineVocoder | None = getattr(runner, _VOCODER)
+        return made
     voc = None
-    conf = (runner.vllm_config.additional_config or {}).get(CONFIG_KEY)
+    additional = runner.vllm_config.additional_config
+    conf = additional.get(CONFIG_KEY) if isinstance(additional, dict) else None
     if conf is not None:
         from vllm.distributed import get_tensor_model_parallel_rank
 
         if get_tensor_model_parallel_rank() == 0:
             voc = EngineVocoder(runner.vllm_config.model_config.model, runner.device, EngineVocoderConfig(**conf))
-    runner._uttera_vocoder = voc
+    setattr(runner, _VOCODER, voc)
     return voc
 
 
@@ -67,8 +79,10 @@ def _voiced(runner: GPUModelRunner, req_id: str) -> bool:
 
 
 def _route_mel(runner: GPUModelRunner, output: ModelRunnerOutput, sampled: list[bool]) -> None:
-    model = runner.get_model()
-    mel = model.step_mel.take()
+    step_mel = runner.get_model().step_mel
+    if not isinstance(step_mel, StepMel):
+        raise UnsupportedRunnerOutput(f"the engine's model is not uttera's (its step_mel is {type(step_mel).__name__})")
+    mel = step_mel.take()
     voc = _engine_vocoder(runner)
     if mel is None or not output.req_ids:
         if voc is not None:
@@ -110,10 +124,13 @@ def check_runner_mode() -> None:
 def patch() -> None:
     if getattr(GPUModelRunner, _MARK, False):
         return
-    original_execute = GPUModelRunner.execute_model
-    original_sample = GPUModelRunner.sample_tokens
+    original_execute: Callable[..., RunnerOutput | None] = GPUModelRunner.execute_model
+    # torch types a method under a bare `@torch.inference_mode` as the decorator object, not a function.
+    original_sample: Callable[[GPUModelRunner, "GrammarOutput | None"], RunnerOutput] = GPUModelRunner.sample_tokens  # type: ignore[assignment]
 
-    def execute_model(self, scheduler_output, *args, **kwargs):
+    def execute_model(
+        self: GPUModelRunner, scheduler_output: "SchedulerOutput", *args: Any, **kwargs: Any
+    ) -> RunnerOutput | None:
         voc = _engine_vocoder(self)
         if voc is not None and scheduler_output.finished_req_ids:
             voc.finished(scheduler_output.finished_req_ids)
@@ -122,11 +139,11 @@ def patch() -> None:
             voc.step()  # no sampling follows (nothing scheduled): flush finished streams now
         return output
 
-    def sample_tokens(self, grammar_output):
+    def sample_tokens(self: GPUModelRunner, grammar_output: "GrammarOutput | None") -> RunnerOutput:
         output = original_sample(self, grammar_output)
         if isinstance(output, ModelRunnerOutput):
             _route_mel(self, output, [bool(t) for t in output.sampled_token_ids])
-        elif hasattr(output, "_model_runner_output"):
+        elif isinstance(output, AsyncGPUModelRunnerOutput):
             # Async scheduling (CUDA): token ids are filled in later, so "sampled" comes from the
             # rows the runner did not discard; attach to the wrapped output. (The server turns async
             # scheduling off with the in-engine vocoder: see uttera_server/engine.py.)
@@ -140,6 +157,7 @@ def patch() -> None:
             )
         return output
 
-    GPUModelRunner.execute_model = execute_model
-    GPUModelRunner.sample_tokens = sample_tokens
+    # The patch itself: vLLM's methods replaced on the class.
+    GPUModelRunner.execute_model = execute_model  # type: ignore[method-assign]
+    GPUModelRunner.sample_tokens = sample_tokens  # type: ignore[method-assign,assignment]
     setattr(GPUModelRunner, _MARK, True)

@@ -15,7 +15,9 @@ Message (two frames): `header` = msgpack list of `(key, n_samples, final)` in bu
 rate. `final` marks a stream's last entry (possibly 0 samples); nothing follows it for that key.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -36,11 +38,11 @@ class PcmRoute:
     key: str
     speed: float = 1.0
 
-    def as_arg(self) -> dict:
+    def as_arg(self) -> dict[str, object]:
         return {"sink": self.sink, "key": self.key, "speed": self.speed}
 
     @classmethod
-    def from_arg(cls, arg: dict) -> "PcmRoute":
+    def from_arg(cls, arg: Mapping[str, Any]) -> "PcmRoute":
         return cls(int(arg["sink"]), str(arg["key"]), float(arg.get("speed", 1.0)))
 
 

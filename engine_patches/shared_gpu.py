@@ -33,7 +33,7 @@ def patch() -> None:
         return
     original = Worker.init_device
 
-    def init_device(self):
+    def init_device(self: Worker) -> None:
         pc = self.parallel_config
         rank = pc.data_parallel_rank_local
         if self.device_config.device_type == "cuda" and rank:
@@ -50,7 +50,7 @@ def patch() -> None:
                     fits,
                 )
                 pc.data_parallel_rank_local = shared
-        return original(self)
+        original(self)
 
-    Worker.init_device = init_device
+    Worker.init_device = init_device  # type: ignore[method-assign]  # the patch itself
     setattr(Worker, _MARK, True)

@@ -106,7 +106,8 @@ async def send_json(ws: ClientConnection, **message) -> None:
 async def collect_until(ws: ClientConnection, *types: str) -> tuple[list[dict], dict[str, bytearray]]:
     """Read until a JSON message whose type is in `types`; returns (JSON messages in order, the last one
     included; PCM per context id)."""
-    messages, audio = [], {}
+    messages: list[dict] = []
+    audio: dict[str, bytearray] = {}
     while True:
         message = await recv(ws)
         if isinstance(message, bytes):
@@ -118,7 +119,7 @@ async def collect_until(ws: ClientConnection, *types: str) -> tuple[list[dict], 
             return messages, audio
 
 
-async def expect_close(ws: ClientConnection) -> tuple[int, list]:
+async def expect_close(ws: ClientConnection) -> tuple[int | None, list]:
     """Read until the server closes; returns (close code, messages read before it)."""
     messages = []
     try:

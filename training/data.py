@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,7 +42,7 @@ def load_utterances(
     feat_dir: str | Path, r: int, max_advance: int, max_phonemes: int, limit: int = 0
 ) -> tuple[list[Utterance], dict]:
     utts: list[Utterance] = []
-    stats = {"rejected": 0, "frames": 0, "max_dwell": 0, "dwell_hist": {}}
+    stats: dict[str, Any] = {"rejected": 0, "frames": 0, "max_dwell": 0, "dwell_hist": {}}
     for path in sorted(Path(feat_dir).glob("feat_*.npz")):
         with np.load(path) as f:  # NpzFile re-reads an array on every access: read each once
             z = {k: f[k] for k in f.files}
@@ -99,7 +100,9 @@ def collate(utts: list[Utterance], pointer_offset: int) -> dict[str, torch.Tenso
 def length_batches(lengths: list[int], max_tokens: int, rng: random.Random) -> list[list[int]]:
     """Indices grouped into batches of similar length with B * max_len <= max_tokens, shuffled."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], rng.random()))
-    batches, cur, cur_max = [], [], 0
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    cur_max = 0
     for i in order:
         m = max(cur_max, lengths[i])
         if cur and m * (len(cur) + 1) > max_tokens:

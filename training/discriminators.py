@@ -58,6 +58,8 @@ class MultiPeriodDiscriminator(nn.Module):
 class ResolutionDiscriminator(nn.Module):
     """2-D convs over one STFT magnitude `(B, 1, frames, n_fft / 2 + 1)`, strided along frequency."""
 
+    window: Tensor  # buffer, registered in __init__
+
     def __init__(self, n_fft: int, hop_length: int, win_length: int, channels: int = 32):
         super().__init__()
         self.n_fft, self.hop_length = n_fft, hop_length

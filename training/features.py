@@ -58,7 +58,7 @@ def main() -> None:
     total = 0
     for path in sorted(Path(a.synth_dir).glob("shard_*.npz")):
         feats = shard_features(path, mel, a.device)
-        np.savez(out / path.name.replace("shard_", "feat_"), **feats)
+        np.savez(out / path.name.replace("shard_", "feat_"), **feats)  # type: ignore[arg-type]  # mypy matches **feats against savez(allow_pickle: bool) too
         total += len(feats["mel_off"]) - 1
     print(f"features for {total} utterances -> {out}", flush=True)
 

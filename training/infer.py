@@ -49,7 +49,7 @@ def generate(model: UtteraTTS, phoneme_ids: list[int]) -> Generation:
     if not 1 <= P <= c.max_phonemes:
         raise ValueError(f"prompt must have 1..{c.max_phonemes} phonemes, got {P}")
     device = next(model.parameters()).device
-    caches = [{} for _ in range(c.num_hidden_layers)]
+    caches: list[dict] = [{} for _ in range(c.num_hidden_layers)]
     tokens = torch.tensor([phoneme_ids], device=device)
     model(tokens, kv_caches=caches)  # prefill: emits no mel, next token is forced to pointer 0
     pointers: list[int] = [0]
@@ -70,6 +70,7 @@ def generate(model: UtteraTTS, phoneme_ids: list[int]) -> Generation:
         if stop_ok and (best is None or float(logits[c.stop_token_id]) > best_v):
             stopped = True
             break
+        assert best is not None, "no pointer allowed and no stop"
         pointers.append(best)
     mel = torch.cat(chunks, 0).T if chunks else torch.zeros(c.n_mels, 0)
     return Generation(pointers[: len(chunks)], mel, stopped)

@@ -13,10 +13,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+_frontend_prepare: Callable[[str], list[Any]] | None
 try:  # pragma: no cover - depends on the concurrent frontend work
-    from uttera_server.frontend import prepare as _frontend_prepare
+    from uttera_server.frontend import prepare as _imported_prepare
+
+    _frontend_prepare = _imported_prepare
 
     BACKEND = "uttera_server.frontend"
 except ImportError:  # pragma: no cover

@@ -55,13 +55,15 @@ class GAN(nn.Module):
 
     def g_loss(self, wav: torch.Tensor, wav_hat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """-> (adversarial, feature matching)."""
-        total_adv, total_fm = 0.0, 0.0
+        total_adv: torch.Tensor | float = 0.0
+        total_fm: torch.Tensor | float = 0.0
         for d, w in ((self.mpd, 1.0), (self.mrd, MRD_WEIGHT)):
             with torch.no_grad():
                 _, real_maps = d(wav)
             fake_logits, fake_maps = d(wav_hat)
             total_adv = total_adv + w * generator_loss(fake_logits)
             total_fm = total_fm + w * feature_matching_loss(real_maps, fake_maps)
+        assert isinstance(total_adv, torch.Tensor) and isinstance(total_fm, torch.Tensor)  # two discriminators
         return total_adv, total_fm
 
 
@@ -160,6 +162,7 @@ def main() -> None:
         step, trained_s = state["step"], state["trained_s"]
         g.set_state(state["gen"])
         if disc is not None and "disc" in state:
+            assert opt_d is not None  # made with disc
             disc.load_state_dict(state["disc"])
             opt_d.load_state_dict(state["opt_d"])
     data = SegmentSampler(a.synth_dir, config.hop_length, a.device, a.limit)
@@ -182,6 +185,7 @@ def main() -> None:
             "gen": g.get_state(),
         }
         if disc is not None:
+            assert opt_d is not None  # made with disc
             st.update(disc=disc.state_dict(), opt_d=opt_d.state_dict())
         torch.save(st, ckpt_path.with_suffix(".tmp"))
         ckpt_path.with_suffix(".tmp").replace(ckpt_path)
@@ -200,6 +204,7 @@ def main() -> None:
         parts = {"mel_l1": mel_loss(wav_hat, wav), "stft": stft_loss(wav_hat, wav)}
         loss = MEL_WEIGHT * parts["mel_l1"] + parts["stft"]
         if disc is not None and trained_s >= a.gan_after * budget:
+            assert opt_d is not None  # made with disc
             d_loss = disc.d_loss(wav, wav_hat.detach())
             opt_d.zero_grad(set_to_none=True)
             d_loss.backward()

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -64,7 +65,7 @@ def build_app(config: ServerConfig, synth: SpeechSynthesizer) -> Starlette:
 
 
 @contextlib.asynccontextmanager
-async def _lifespan(app: Starlette):
+async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     state: AppState = app.state.uttera
     starting = asyncio.create_task(_start_engine(state))
     try:
@@ -92,8 +93,11 @@ async def _start_engine(state: AppState) -> None:
     )
 
 
-async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
-    """Routing errors (404, 405) in the same JSON shape as the API's own errors."""
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Routing errors (404, 405) in the same JSON shape as the API's own errors. (Starlette types every
+    handler as taking any Exception; this one is registered for HTTPException only.)"""
+    if not isinstance(exc, HTTPException):
+        raise exc
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
     body = {"error": {"code": code, "message": str(exc.detail), "type": "invalid_request_error"}}
     return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)

@@ -17,6 +17,10 @@ import sys
 import wave
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 from .config import (
     DTYPES,
@@ -33,7 +37,7 @@ from .config import LOG_FORMATS
 from .errors import ConfigError, UtteraError
 from .logs import setup_logging
 from .speech_params import Catalog, check_speed, check_text, check_voice
-from .synthesis import SpeechSynthesizer
+from .synthesis import AudioChunk, SpeechSynthesizer
 from .audio.wav import SAMPLE_BYTES, pcm_bytes
 
 log = logging.getLogger("uttera_server")
@@ -51,7 +55,14 @@ def make_synthesizer(config: ServerConfig) -> SpeechSynthesizer:
     return Synthesizer(config.model_dir, config.engine, max_input_chars=config.max_input_chars)
 
 
-def _flag(group, cls, name: str, help: str, unset: str = "from the model", **kwargs) -> None:
+def _flag(
+    group: argparse._ActionsContainer,
+    cls: "type[DataclassInstance]",
+    name: str,
+    help: str,
+    unset: str = "from the model",
+    **kwargs: Any,
+) -> None:
     """`--name-with-dashes` for the dataclass field `name`; its default (`unset` if None) comes from `cls`."""
     default = cls.__dataclass_fields__[name].default
     shown = unset if default is None else default
@@ -377,6 +388,8 @@ async def _say(
                 out.setsampwidth(SAMPLE_BYTES)
                 out.setframerate(synth.sample_rate)
                 async for chunk in chunks:
+                    if not isinstance(chunk, AudioChunk):
+                        continue  # word timings: not asked for
                     data = pcm_bytes(chunk.pcm)
                     out.writeframes(data)
                     samples += len(data) // SAMPLE_BYTES

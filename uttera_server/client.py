@@ -18,6 +18,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 from dataclasses import dataclass
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -78,7 +79,8 @@ class Closed:
     reason: str
 
 
-Event = Started | Audio | Timestamps | Flushed | Done | Cancelled | ContextError | Closed
+ContextEvent = Started | Audio | Timestamps | Flushed | Done | Cancelled | ContextError  # for one context
+Event = ContextEvent | Closed
 FINAL = (Done, Cancelled, ContextError, Closed)
 
 
@@ -102,14 +104,14 @@ class ContextResult:
 class SpeechStreamClient:
     def __init__(self, ws: ClientConnection):
         self.ws = ws
-        self.errors: list[dict] = []  # error messages without a context_id (the socket closes after them)
+        self.errors: list[dict[str, Any]] = []  # error messages without a context_id (the socket closes after them)
         self.close_code: int | None = None
         self.close_reason = ""
         self._queues: dict[str, asyncio.Queue[Event]] = {}
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def connect(cls, url: str, *, idle_timeout_s: float | None = None, **kwargs) -> "SpeechStreamClient":
+    async def connect(cls, url: str, *, idle_timeout_s: float | None = None, **kwargs: Any) -> "SpeechStreamClient":
         """Open the socket; `idle_timeout_s` asks the server for a shorter idle timeout than its own;
         `kwargs` go to `websockets.asyncio.client.connect` (e.g. `max_size`, `open_timeout`)."""
         if idle_timeout_s is not None:
@@ -119,7 +121,7 @@ class SpeechStreamClient:
     async def __aenter__(self) -> "SpeechStreamClient":
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     def context(
@@ -128,7 +130,7 @@ class SpeechStreamClient:
         """A handle on one context; it opens on the server with its first `send_text`."""
         return ContextHandle(self, context_id, voice, speed)
 
-    async def send(self, **message) -> None:
+    async def send(self, **message: object) -> None:
         await self.ws.send(json.dumps(message))
 
     async def keepalive(self) -> None:
@@ -144,7 +146,7 @@ class SpeechStreamClient:
         await self.ws.close()
         await asyncio.wait({self._reader})
 
-    def queue(self, context_id: str) -> asyncio.Queue:
+    def queue(self, context_id: str) -> asyncio.Queue[Event]:
         """The events of `context_id`, in arrival order."""
         q = self._queues.get(context_id)
         if q is None:
@@ -175,8 +177,11 @@ class SpeechStreamClient:
                 q.put_nowait(Closed(self.close_code, self.close_reason))
 
 
-def _event(msg: dict) -> Event | None:
+def _event(msg: dict[str, Any]) -> ContextEvent | None:
+    """The event of a context's message; None for one without a context (an error of the socket)."""
     cid = msg.get("context_id")
+    if not isinstance(cid, str):
+        return None
     match msg.get("type"):
         case "started":
             return Started(cid, msg["sample_rate"])
@@ -188,7 +193,7 @@ def _event(msg: dict) -> Event | None:
             return Done(cid, msg["audio_ms"], msg["usage"]["characters"])
         case "cancelled":
             return Cancelled(cid)
-        case "error" if cid is not None:
+        case "error":
             return ContextError(cid, msg["code"], msg["message"])
     return None
 
@@ -201,7 +206,7 @@ class ContextHandle:
     speed: float | None = None
 
     async def send_text(self, text: str) -> None:
-        message = {"type": "text", "context_id": self.id, "text": text}
+        message: dict[str, object] = {"type": "text", "context_id": self.id, "text": text}
         if self.voice is not None:
             message["voice"] = self.voice
         if self.speed is not None:
@@ -223,7 +228,8 @@ class ContextHandle:
     async def next_event(self, timeout: float | None = None) -> Event:
         """The context's next event (raises `TimeoutError` after `timeout` seconds)."""
         async with asyncio.timeout(timeout):
-            return await self.client.queue(self.id).get()
+            event: Event = await self.client.queue(self.id).get()
+        return event
 
     async def events(self, timeout: float | None = None) -> AsyncIterator[Event]:
         """Events until (and including) the final one; `timeout` bounds the wait for each."""

@@ -6,10 +6,12 @@ Per-request parameters (text, voice, speed, format) live in `speech_params.py`, 
 import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from .errors import ConfigError
 
-DTYPES = ("auto", "float32", "float16", "bfloat16")
+Dtype = Literal["auto", "float32", "float16", "bfloat16"]
+DTYPES: tuple[Dtype, ...] = ("auto", "float32", "float16", "bfloat16")
 SCHEDULING = ("deadline", "fcfs")
 VOCODER_DEVICES = ("auto", "cpu", "cuda")
 VOCODER_DRIVERS = ("thread", "loop")
@@ -104,7 +106,7 @@ class EngineConfig:
     max_model_len: int | None = None
     gpu_memory_utilization: float = 0.3
     kv_cache_memory_bytes: int | None = None
-    dtype: str = "auto"
+    dtype: Dtype = "auto"
     tensor_parallel_size: int = 1
     data_parallel_size: int = 1
     block_size: int | None = None

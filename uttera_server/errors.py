@@ -223,7 +223,7 @@ def as_uttera_error(exc: BaseException) -> UtteraError:
     return SynthesisFailed()
 
 
-def error_payload(exc: UtteraError) -> dict:
+def error_payload(exc: UtteraError) -> dict[str, dict[str, str]]:
     """OpenAI-style body: `{"error": {"code", "message", "type", "param"?}}`."""
     body = {"code": exc.code, "message": exc.message, "type": exc.error_type}
     if exc.param is not None:

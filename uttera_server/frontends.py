@@ -23,6 +23,9 @@ import os
 import signal
 import socket
 import tempfile
+from multiprocessing.context import SpawnProcess
+from types import FrameType
+from typing import Any
 
 from .config import ServerConfig
 
@@ -56,7 +59,12 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _frontend_main(
-    config: ServerConfig, index: int, count: int, addresses: dict, sock: socket.socket, sink_base: str | None
+    config: ServerConfig,
+    index: int,
+    count: int,
+    addresses: dict[str, Any],
+    sock: socket.socket,
+    sink_base: str | None,
 ) -> None:
     """One serving process: a Synthesizer that is client `index` of the shared engine, served on `sock`."""
     from .synthesis.mel_engine import EngineClientSlot
@@ -104,7 +112,7 @@ def serve_frontends(config: ServerConfig, count: int) -> bool:
     stopping = False  # a signal asked for it, or a serving process failed
     failed = False
 
-    def on_signal(signum, _frame):
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         nonlocal stopping
         if not stopping:
             stopping = True
@@ -113,7 +121,7 @@ def serve_frontends(config: ServerConfig, count: int) -> bool:
             if p.is_alive() and p.pid is not None:
                 os.kill(p.pid, signal.SIGTERM)
 
-    procs: list = []
+    procs: list[SpawnProcess] = []
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     listeners = bind_engine_zmq_listeners(vllm_config, count)

@@ -18,14 +18,15 @@ since no ASGI app runs until the headers are complete. CORS (preflights included
 import asyncio
 import json
 import logging
+from collections.abc import Iterable
 
-from prometheus_client import Counter
+from prometheus_client import CollectorRegistry, Counter
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import security
-from .admission import Admission, Ticket
+from .admission import Admission, Refusal, Ticket
 from .app_state import AppState
 from .config import ServerConfig
 from .errors import (
@@ -67,7 +68,7 @@ def middleware(config: ServerConfig, state: AppState) -> list[Middleware]:
 
 
 class ExposureMetrics:
-    def __init__(self, registry):
+    def __init__(self, registry: CollectorRegistry) -> None:
         self.refused = Counter(
             "uttera_refused", "Requests refused before an endpoint ran, by reason", ["reason"], registry=registry
         )
@@ -144,7 +145,7 @@ class Guard:
         finally:
             ticket.release()
 
-    async def _shed(self, send: Send, refusal) -> None:
+    async def _shed(self, send: Send, refusal: Refusal) -> None:
         self.metrics.shed.labels("http", refusal).inc()
         await self._refuse(
             send,
@@ -254,7 +255,14 @@ class Guard:
         )
         await send({"type": "websocket.http.response.body", "body": body})
 
-    async def _shed_websocket(self, receive: Receive, send: Send, refusal, key_protocol, headers) -> None:
+    async def _shed_websocket(
+        self,
+        receive: Receive,
+        send: Send,
+        refusal: Refusal,
+        key_protocol: str | None,
+        headers: Iterable[tuple[bytes, bytes]],
+    ) -> None:
         exc = Overloaded(f"the server is at capacity ({refusal}): reconnect after {Overloaded.retry_after_s} s")
         await receive()  # websocket.connect
         await _selecting(send, key_protocol, headers)({"type": "websocket.accept"})
@@ -284,7 +292,7 @@ def _starting(send: Send, ticket: Ticket) -> Send:
     return wrapped
 
 
-def _selecting(send: Send, key_protocol: str | None, headers) -> Send:
+def _selecting(send: Send, key_protocol: str | None, headers: Iterable[tuple[bytes, bytes]]) -> Send:
     """`send` that selects a subprotocol on accept when the key came as one (browsers require it)."""
     if key_protocol is None:
         return send

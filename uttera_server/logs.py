@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 import uuid
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -93,7 +94,7 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str, ensure_ascii=False)
 
 
-def _formatter(log_format: str) -> dict:
+def _formatter(log_format: str) -> dict[str, str]:
     if log_format == "json":
         return {"()": f"{__name__}.JsonFormatter"}
     return {"format": TEXT_FORMAT}
@@ -129,10 +130,15 @@ def _route_vllm_logs_to_json() -> None:
     with os.fdopen(fd, "w") as f:
         json.dump(config, f)
     os.environ["VLLM_LOGGING_CONFIG_PATH"] = path  # inherited by the engine processes
-    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+
+    def remove() -> None:
+        if os.path.exists(path):
+            os.unlink(path)
+
+    atexit.register(remove)
 
 
-def uvicorn_log_config(log_format: str) -> dict:
+def uvicorn_log_config(log_format: str) -> dict[str, Any]:
     """uvicorn's `log_config`: its own default for text, its loggers through `JsonFormatter` for json."""
     import uvicorn.config
 

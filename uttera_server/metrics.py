@@ -57,11 +57,12 @@ class _EngineQueueCollector(Collector):
         return iter(() if self._shared else self._families())
 
     def collect(self) -> Iterator[Metric]:
-        families: tuple[Metric, ...] = () if self._shared else self._families()
+        queues = None if self._shared else self._families()
+        families: tuple[Metric, ...] = () if queues is None else queues
         try:
             stats = self._engine_stats()
-            if not self._shared:
-                waiting, running, kv = families
+            if queues is not None:
+                waiting, running, kv = queues
                 waiting.add_metric([], stats.num_waiting)
                 running.add_metric([], stats.num_running)
                 kv.add_metric([], stats.kv_cache_usage)
@@ -83,7 +84,7 @@ class _EngineQueueCollector(Collector):
         return iter(families)
 
     @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, ...]:
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
         return (
             GaugeMetricFamily("uttera_engine_waiting_requests", "Requests queued in the engine scheduler"),
             GaugeMetricFamily("uttera_engine_running_requests", "Requests the engine is decoding"),
@@ -117,7 +118,7 @@ class _EnginePublisher:
         )
         self.finished = Counter("uttera_engine_requests_finished", FINISHED_HELP, ["reason"], registry=registry)
         self._published: dict[str, int] = {}
-        self._last: tuple | None = None
+        self._last: tuple[int, int, float] | None = None
 
     def publish(self, stats: "EngineStats") -> None:
         queues = (stats.num_waiting, stats.num_running, stats.kv_cache_usage)
@@ -147,7 +148,7 @@ class _ServerCpuCollector(Collector):
     streams, vLLM's output handler, per-step mel routing). A loop near one CPU-second per second is the
     limit of this process, whatever the GPU could do (benchmarks/RESULTS.md, H200)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._main = threading.main_thread().native_id
 
     def describe(self) -> Iterator[Metric]:
@@ -159,7 +160,7 @@ class _ServerCpuCollector(Collector):
             "CPU time of the serving process (not the engine core)",
             value=time.process_time(),
         )
-        loop = _thread_cpu_s(self._main)
+        loop = _thread_cpu_s(self._main) if self._main is not None else None
         if loop is not None:
             yield CounterMetricFamily(
                 "uttera_event_loop_cpu_seconds",
@@ -250,7 +251,7 @@ class ServerMetrics:
             return generate_latest(self.registry), CONTENT_TYPE_LATEST
         self._refresh()
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)  # every serving process's counters, summed
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated; sums every serving process's counters
         for collector in self._process_collectors:
             registry.register(collector)
         return generate_latest(registry), CONTENT_TYPE_LATEST

@@ -16,6 +16,7 @@ So whatever clients do, the process exits about max(G, SHUTDOWN_TAIL_S) after th
 import asyncio
 import logging
 import socket
+from collections.abc import Awaitable
 
 import uvicorn
 
@@ -60,7 +61,7 @@ class GracefulServer(uvicorn.Server):
             if transport is not None:
                 transport.abort()  # drops unsent data; connection_lost unblocks the stream's send()
 
-    async def _unless_forced(self, step) -> bool:
+    async def _unless_forced(self, step: Awaitable[bool]) -> bool:
         """Run a shutdown step; a second Ctrl-C (uvicorn's `force_exit`) abandons it, as uvicorn does."""
         task = asyncio.ensure_future(step)
         while not task.done() and not self.force_exit:

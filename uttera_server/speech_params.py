@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeGuard, TypeVar, overload
 
 from .errors import (
     EmptyInput,
@@ -74,6 +75,7 @@ class SpeechParams:
 
 
 _ABSENT = object()
+_D = TypeVar("_D")  # a field's default when absent
 _JSON_TYPES = {
     str: "a string",
     int: "a number",
@@ -84,15 +86,15 @@ _JSON_TYPES = {
 }
 
 
-def _is_str(value: object) -> bool:
+def _is_str(value: object) -> TypeGuard[str]:
     return isinstance(value, str)
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _get(obj: dict, name: str, default: object, ok: Callable[[object], bool], expected: str):
+def _get(obj: Mapping[str, object], name: str, default: object, ok: Callable[[object], bool], expected: str) -> object:
     value = obj.get(name)
     if value is None:  # null counts as absent
         if default is _ABSENT:
@@ -104,16 +106,24 @@ def _get(obj: dict, name: str, default: object, ok: Callable[[object], bool], ex
     return value
 
 
-def get_str(obj: dict, name: str, default: object = _ABSENT) -> str:
+@overload
+def get_str(obj: Mapping[str, object], name: str) -> str: ...
+@overload
+def get_str(obj: Mapping[str, object], name: str, default: _D) -> str | _D: ...
+def get_str(obj: Mapping[str, object], name: str, default: object = _ABSENT) -> object:
     """`obj[name]` as a string; `MissingField` when absent and no default, `InvalidType` when not a string."""
     return _get(obj, name, default, _is_str, "a string")
 
 
-def get_number(obj: dict, name: str, default: object = _ABSENT) -> float:
+@overload
+def get_number(obj: Mapping[str, object], name: str) -> float: ...
+@overload
+def get_number(obj: Mapping[str, object], name: str, default: _D) -> float | _D: ...
+def get_number(obj: Mapping[str, object], name: str, default: object = _ABSENT) -> object:
     """`obj[name]` as a float (JSON numbers only: booleans and numeric strings are refused)."""
     value = _get(obj, name, default, _is_number, "a number")
     if not _is_number(value):
-        return value
+        return value  # the default
     try:
         return float(value)
     except OverflowError:  # an integer beyond float range (~1e308) is the client's mistake, not ours
@@ -183,7 +193,7 @@ def parse_speech_query(query: Mapping[str, str], catalog: Catalog) -> SpeechPara
     return speech_params_of(obj, catalog)
 
 
-def speech_params_of(obj: dict, catalog: Catalog) -> SpeechParams:
+def speech_params_of(obj: Mapping[str, object], catalog: Catalog) -> SpeechParams:
     """Validate the fields of an OpenAI speech request (a parsed JSON body or the query)."""
     model = get_str(obj, "model")
     text = get_str(obj, "input")

@@ -9,6 +9,7 @@ and vocabularies. config.json marks it `"random_weights": true`, which the serve
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
@@ -17,7 +18,7 @@ N_PHONEME_TOKENS = 256
 MAX_PHONEMES = 512
 
 
-def acoustic_config(hidden: int, layers: int, heads: int, frames_per_step: int = 4) -> dict:
+def acoustic_config(hidden: int, layers: int, heads: int, frames_per_step: int = 4) -> dict[str, Any]:
     stop = N_PHONEME_TOKENS + MAX_PHONEMES
     return {
         "architectures": ["UtteraTTSForCausalLM"],
@@ -62,13 +63,13 @@ def acoustic_config(hidden: int, layers: int, heads: int, frames_per_step: int =
     }
 
 
-def random_weights(cfg: dict, seed: int) -> dict[str, torch.Tensor]:
+def random_weights(cfg: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     h, inter, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     kv = cfg["num_key_value_heads"] * cfg["head_dim"]
     q = cfg["num_attention_heads"] * cfg["head_dim"]
 
-    def rand(*shape, scale=0.02):
+    def rand(*shape: int, scale: float = 0.02) -> torch.Tensor:
         return torch.randn(*shape, generator=g) * scale
 
     w = {

@@ -11,6 +11,8 @@ length (see vocoder/layers.py). Padding costs at most (longest - shortest) frame
 the TTS emitting 4 frames per decode step, rows mostly share one length.
 """
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -26,7 +28,10 @@ class Row:
         self.mel, self.row, self.shape = mel, row, mel.shape[1:]
 
 
-def gather(batch: Tensor, seqs: list[list[np.ndarray | Tensor | Row]], to_device) -> bool:
+ToDevice = Callable[[Tensor], Tensor]
+
+
+def gather(batch: Tensor, seqs: list[list[np.ndarray | Tensor | Row]], to_device: ToDevice) -> bool:
     """Fill `batch` from device frames in a few launches (one cat of the distinct source tensors, two
     index uploads, one gather and one scatter) instead of one copy per part: the in-engine vocoder
     hands one row per stream per engine step, hundreds per pass. Host parts may only be the zero
@@ -75,25 +80,30 @@ def batch_mel(
     n: int,
     n_mels: int,
     device: torch.device,
-    to_device,
+    to_device: ToDevice,
     rows: int | None = None,
 ) -> Tensor:
     """Right-padded `(rows, n_mels, n)` float32 batch (`rows` >= len(seqs), default len(seqs)) on
     `device`; host frames are assembled with numpy and moved in one copy (`to_device`)."""
     shape = (rows or len(seqs), n, n_mels)
     on_gpu = any(isinstance(p, Tensor | Row) for parts in seqs for p in parts)
-    batch = torch.zeros(shape, dtype=torch.float32, device=device) if on_gpu else np.zeros(shape, np.float32)
-    if on_gpu and gather(batch, seqs, to_device):
+    if on_gpu:
+        batch = torch.zeros(shape, dtype=torch.float32, device=device)
+        if gather(batch, seqs, to_device):
+            return batch.transpose(1, 2)
+        for b, parts in enumerate(seqs):
+            at = 0
+            for p in parts:
+                t = p.mel[p.row] if isinstance(p, Row) else p
+                t = t.to(device, torch.float32) if isinstance(t, Tensor) else to_device(torch.from_numpy(t))
+                batch[b, at : at + t.shape[0]] = t
+                at += t.shape[0]
         return batch.transpose(1, 2)
+    host = np.zeros(shape, np.float32)
     for b, parts in enumerate(seqs):
         at = 0
         for p in parts:
-            if on_gpu:
-                if isinstance(p, Row):
-                    p = p.mel[p.row]
-                p = p.to(device, torch.float32) if isinstance(p, Tensor) else to_device(torch.from_numpy(p))
-            batch[b, at : at + p.shape[0]] = p
+            assert isinstance(p, np.ndarray)  # no device frames: not on_gpu
+            host[b, at : at + p.shape[0]] = p
             at += p.shape[0]
-    if not on_gpu:
-        batch = to_device(torch.from_numpy(batch))
-    return batch.transpose(1, 2)
+    return to_device(torch.from_numpy(host)).transpose(1, 2)

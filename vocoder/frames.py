@@ -39,7 +39,9 @@ def as_step(mel: Tensor, n_mels: int, device: torch.device) -> Tensor:
     return mel.detach()
 
 
-def _check_shape(stream_id: Hashable, shape: tuple, floating: bool, dtype, n_mels: int) -> None:
+def _check_shape(
+    stream_id: Hashable, shape: tuple[int, ...], floating: bool, dtype: torch.dtype | np.dtype, n_mels: int
+) -> None:
     if len(shape) != 2 or shape[1] != n_mels or not floating:
         raise FrameShapeError(
             f"stream {stream_id!r}: frames must be floating point of shape (k, {n_mels}), got {tuple(shape)} {dtype}"

@@ -20,10 +20,14 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from torch.cuda import _POOL_HANDLE
 
 FRAME_STEP = 8
 """Frames per row are padded up to a multiple of this."""
@@ -47,7 +51,7 @@ class Bucket:
         scratch: int,
         generation: int,
         stream: torch.cuda.Stream | None = None,
-        pool=None,
+        pool: _POOL_HANDLE | None = None,
     ):
         self.run_pass, self.rows, self.frames, self.scratch = run_pass, rows, frames, scratch
         self.generation = generation
@@ -58,7 +62,7 @@ class Bucket:
         if stream is not None:
             self._capture(stream, pool)
 
-    def _capture(self, stream: torch.cuda.Stream, pool) -> None:
+    def _capture(self, stream: torch.cuda.Stream, pool: _POOL_HANDLE | None) -> None:
         for _ in range(2):  # warm up (cuBLAS/cuFFT plans) on the scratch slot: lengths 0
             self.run_pass(self.mel, *self.meta)
         self.graph = torch.cuda.CUDAGraph()

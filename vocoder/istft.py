@@ -31,6 +31,9 @@ class ISTFTHead(nn.Module):
     wrapping issue).
     """
 
+    window: Tensor  # buffers, registered in __init__
+    window_sq: Tensor
+
     def __init__(self, dim: int, n_fft: int, hop_length: int, win_length: int, mag_clip: float, gain: float = 1.0):
         super().__init__()
         self.n_fft, self.hop_length, self.mag_clip, self.gain = n_fft, hop_length, mag_clip, gain
@@ -42,13 +45,14 @@ class ISTFTHead(nn.Module):
 
     def frames(self, h: Tensor) -> Tensor:
         """`(B, dim, N)` -> windowed time-domain frames `(B, n_fft, N)` (one per mel frame)."""
-        x = self.out(h.transpose(1, 2)).transpose(1, 2)
+        x: Tensor = self.out(h.transpose(1, 2)).transpose(1, 2)
         log_mag, phase = x.float().chunk(2, dim=1)
         mag = torch.exp(log_mag).clamp(max=self.mag_clip)
         if self.gain != 1.0:  # the waveform's scale (`VocoderConfig.output_gain`)
             mag = mag * self.gain
         spec = torch.complex(mag * torch.cos(phase), mag * torch.sin(phase))
-        return torch.fft.irfft(spec, n=self.n_fft, dim=1) * self.window.float()[None, :, None]
+        frames: Tensor = torch.fft.irfft(spec, n=self.n_fft, dim=1)
+        return frames * self.window.float()[None, :, None]
 
     def _fold(self, frames: Tensor, n: int) -> Tensor:
         b = frames.shape[0]

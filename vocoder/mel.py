@@ -72,7 +72,7 @@ def mel_filterbank(
     ramps = corners[:, None] - fft_freqs[None, :]
     lower = -ramps[:-2] / widths[:-1, None]
     upper = ramps[2:] / widths[1:, None]
-    weights = np.maximum(0.0, np.minimum(lower, upper))
+    weights: np.ndarray = np.maximum(0.0, np.minimum(lower, upper))
     if norm == "slaney":
         weights *= (2.0 / (corners[2:] - corners[:-2]))[:, None]
     return weights
@@ -91,6 +91,9 @@ class MelSpectrogram(nn.Module):
     Also accepts `(samples,)` and returns `(n_mels, frames)`. Requires `samples > pad`
     (= (n_fft - hop) / 2) because of the reflect padding. Buffers are not saved in state dicts.
     """
+
+    filterbank: Tensor  # buffers, registered in __init__
+    window: Tensor
 
     def __init__(self, config: VocoderConfig):
         super().__init__()

@@ -11,7 +11,9 @@ Directory layout (`docs/model-format.md`): `config.json` (`VocoderConfig`) + `mo
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -44,16 +46,22 @@ class Vocoder(nn.Module):
     def _init_weights(module: nn.Module) -> None:
         if isinstance(module, (nn.Conv1d, nn.Linear)):
             nn.init.trunc_normal_(module.weight, std=0.02)
-            nn.init.zeros_(module.bias)
+            if module.bias is not None:  # every layer here has one
+                nn.init.zeros_(module.bias)
+
+    def _blocks(self) -> Iterator[ConvNeXtBlock]:
+        """`blocks` as what they are (nn.ModuleList iterates as plain Modules)."""
+        return cast(Iterator[ConvNeXtBlock], iter(self.blocks))
 
     # --- offline ---
     def hidden(self, mel: Tensor) -> Tensor:
         """Backbone: `(B, n_mels, T)` log-mel -> `(B, dim, T)` hidden frames."""
-        x = self.embed(mel.to(self.embed.weight.dtype))
+        x: Tensor = self.embed(mel.to(self.embed.weight.dtype))
         x = self.norm(x.transpose(1, 2)).transpose(1, 2)
-        for block in self.blocks:
+        for block in self._blocks():
             x = block(x)
-        return self.final_norm(x.transpose(1, 2)).transpose(1, 2)
+        h: Tensor = self.final_norm(x.transpose(1, 2))
+        return h.transpose(1, 2)
 
     def forward(self, mel: Tensor) -> Tensor:
         """`(B, n_mels, T)` natural-log mel -> `(B, T * hop_length)` float32 waveform."""
@@ -61,13 +69,14 @@ class Vocoder(nn.Module):
             raise ValueError(f"expected mel of shape (B, {self.config.n_mels}, T), got {tuple(mel.shape)}")
         if mel.shape[-1] == 0:
             return mel.new_zeros(mel.shape[0], 0, dtype=torch.float32)
-        return self.head(self.hidden(mel))
+        wave: Tensor = self.head(self.hidden(mel))
+        return wave
 
     # --- streaming (used by vocoder/streaming.py) ---
     def cache_shapes(self) -> list[tuple[int, int]]:
         """`(channels, frames)` of each per-stream conv cache, in `stream_frames` order."""
         shapes = [(self.config.n_mels, self.embed.context)]
-        shapes += [(self.config.dim, block.dwconv.context) for block in self.blocks]
+        shapes += [(self.config.dim, block.dwconv.context) for block in self._blocks()]
         return shapes
 
     def stream_frames(
@@ -93,7 +102,7 @@ class Vocoder(nn.Module):
         new_caches.append(cache)
         keep = valid.unsqueeze(1).to(x.dtype)
         x = self.norm(x.transpose(1, 2)).transpose(1, 2) * keep
-        for block, cache in zip(self.blocks, caches[1:]):
+        for block, cache in zip(self._blocks(), caches[1:]):
             x, cache = block.step(x, cache, lengths)
             x = x * keep
             new_caches.append(cache)

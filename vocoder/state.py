@@ -51,7 +51,7 @@ class StatePool:
                 new[: old.shape[0]].copy_(old)
             return new
 
-        olds = self.caches or [None] * len(self._cache_shapes)
+        olds: list[Tensor | None] = [*self.caches] or [None] * len(self._cache_shapes)
         self.caches = [grown(old, shape, self._dtype) for old, shape in zip(olds, self._cache_shapes)]
         self.tail = grown(self.tail if self._capacity else None, (2, self._overlap), torch.float32)
         # Pop from the end: lowest free slot first.

@@ -45,7 +45,9 @@ class StepResult:
             for sid in self.ids:
                 row, lo, hi = self._spans.get(sid, (0, 0, 0))
                 result[sid] = (
-                    audio[row, lo:hi].astype(np.float32, copy=True) if hi > lo else np.zeros(0, dtype=np.float32)
+                    audio[row, lo:hi].astype(np.float32, copy=True)
+                    if hi > lo and audio is not None  # spans are only given with audio
+                    else np.zeros(0, dtype=np.float32)
                 )
             self._result = result
             self._audio = None  # let pinned host memory go back to the allocator

@@ -40,8 +40,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Container, Hashable, Iterable, Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -248,21 +249,20 @@ class StreamingVocoder:
         """
         with self._lock:
             finishing = list(dict.fromkeys(finish))
-            rows = step_rows[1] if step_rows is not None else {}
+            step_mel, rows = step_rows if step_rows is not None else (None, {})
             ids = list(dict.fromkeys([*frames, *rows, *finishing]))
             streams = {sid: self._get(sid) for sid in ids}
             new = {
                 sid: as_frames(sid, f, self.config.n_mels, self.device) for sid, f in frames.items()
             }  # validate all first
-            if rows:
-                mel = as_step(step_rows[0], self.config.n_mels, self.device)
+            mel = as_step(step_mel, self.config.n_mels, self.device) if step_mel is not None and rows else None
             for sid, t in new.items():
                 if t.shape[0]:
                     st = streams[sid]
                     st.pending.append(t)
                     st.pending_frames += t.shape[0]
                     st.received += t.shape[0]
-            if rows:
+            if mel is not None:
                 k = mel.shape[1]
                 for sid, row in rows.items():
                     st = streams[sid]
@@ -283,7 +283,7 @@ class StreamingVocoder:
             return result
 
     # --- internals ---
-    def _on_stream(self):
+    def _on_stream(self) -> AbstractContextManager[Any]:
         return torch.cuda.stream(self._stream) if self._stream is not None else nullcontext()
 
     def _get(self, stream_id: StreamId) -> _Stream:

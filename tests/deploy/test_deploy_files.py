@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
+from collections import Counter
 
 import pytest
 import yaml
@@ -38,10 +38,9 @@ def exported_metric_names() -> set[str]:
     from prometheus_client import generate_latest
 
     from uttera_server.metrics import ServerMetrics
+    from uttera_server.synthesis.mel_engine import EngineStats
 
-    stats = SimpleNamespace(
-        num_waiting=0, num_running=0, kv_cache_usage=0.0, finished={"stop": 1}, busy_steps=0, busy_step_s=0.0
-    )
+    stats = EngineStats(finished=Counter({"stop": 1}))
     metrics = ServerMetrics(lambda: stats, lambda: 0)
     try:
         from uttera_server.guard import ExposureMetrics  # admission control's counters, when present

@@ -80,6 +80,7 @@ async def ws_stream(base: str, s: Stream, text: str) -> Stream:
         s.error = f"{type(e).__name__}: {e}"
         return s
     async with client:
+        assert client.ws.response is not None  # the handshake's
         s.echoed_id = client.ws.response.headers.get("x-request-id")
         ctx = client.context("answer")
         feed = asyncio.create_task(feed_sentences(ctx, text))

@@ -120,11 +120,12 @@ def assert_pcm_equal(got: np.ndarray, want: np.ndarray, what: str = "") -> None:
 async def mel_of(engine: MelEngine, ids: list[int], max_frames: int | None = None) -> np.ndarray:
     """The `(T, n_mels)` mel of a plain request; with `max_frames`, the request is closed (aborted)
     once it has that many frames."""
-    chunks = []
+    chunks: list[np.ndarray] = []
     async with asyncio.timeout(scaled(180)):
         gen = engine.generate(ids)
         try:
             async for step in gen:
+                assert step.mel is not None  # a plain request: mel, not PCM
                 chunks.append(step.mel)
                 if max_frames is not None and len(chunks) * step.mel.shape[0] >= max_frames:
                     break

@@ -4,12 +4,13 @@ time from a fake clock. A stream whose audio sent is less than `urgent_s` ahead 
 its first chunk is vocoded at every step; one that is far enough ahead waits for the doubling schedule.
 Either way, its PCM equals offline vocoding of its whole mel."""
 
+import time
+
 import numpy as np
 import pytest
 import torch
 import zmq
 
-import engine_patches.engine_vocoder as ev
 from engine_patches.engine_vocoder import EngineVocoder, EngineVocoderConfig
 from engine_patches.pcm_wire import PcmRoute, decode, sink_address
 from uttera_server.synthesis.pcm_receiver import new_sink_base
@@ -29,7 +30,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
     c = Clock()
-    monkeypatch.setattr(ev.time, "monotonic", c)
+    monkeypatch.setattr(time, "monotonic", c)  # the module engine_vocoder reads its clock from
     return c
 
 
@@ -37,7 +38,7 @@ def run_stream(model_dir, clock: Clock, step_s: float, steps: int, urgent_s: flo
     """One stream voiced for `steps` steps of FRAMES_PER_STEP frames, `step_s` apart on the clock, then
     finished. Returns (its mel, the samples of each message in order, the PCM)."""
     base = new_sink_base()
-    ctx = zmq.Context.instance()
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     sink = ctx.socket(zmq.PULL)
     sink.bind(sink_address(base, 0))
     config = EngineVocoderConfig(sink_base=base, chunk_frames=32, first_chunk_frames=8, urgent_s=urgent_s)

@@ -44,12 +44,12 @@ def _check_invariants(text: str) -> None:
     for i, word in enumerate(norm.words):
         a, b = norm.offsets[i]
         assert norm.text[a:b] == word.text
-        source = norm.source_words[norm.source_index[i]]
-        assert source.start <= word.source[0] and word.source[1] <= source.end
-    for source in norm.source_words:
-        assert text[source.start : source.end] == source.text
-    for a, b in zip(norm.source_words, norm.source_words[1:]):
-        assert a.end <= b.start, (a, b)  # original words never overlap
+        original = norm.source_words[norm.source_index[i]]
+        assert original.start <= word.source[0] and word.source[1] <= original.end
+    for original in norm.source_words:
+        assert text[original.start : original.end] == original.text
+    for left, right in zip(norm.source_words, norm.source_words[1:]):
+        assert left.end <= right.start, (left, right)  # original words never overlap
     assert list(norm.source_index) == sorted(norm.source_index)
 
 

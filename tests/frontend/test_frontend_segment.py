@@ -154,7 +154,7 @@ STREAM_ALPHABET = st.sampled_from(list("ab AB.!?,;:\n\"')3\u2026") + ["Dr", "e.g
 def test_any_fragmentation_equals_whole_text(text: str, cuts: list[int], config: SegmenterConfig) -> None:
     whole = split_sentences(text, config)
     assert _stream(text, [c for c in cuts if c < len(text)], config) == whole
-    covered = set()
+    covered: set[int] = set()
     last_end = 0
     for s in whole:
         assert s.text and s.text == text[s.start : s.end] and s.text == s.text.strip()

@@ -16,7 +16,7 @@ def _faulty_submit(self, *args, **kwargs):
 
 
 if __name__ == "__main__":  # not in vLLM's spawned engine core, which re-imports the main module
-    StreamingVocoder.submit = _faulty_submit
+    StreamingVocoder.submit = _faulty_submit  # type: ignore[method-assign]  # the fault injected
     from uttera_server.cli import main
 
     sys.exit(main(sys.argv[1:]))

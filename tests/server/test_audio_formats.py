@@ -47,7 +47,7 @@ def encode_once(fmt: AudioFormat, pcm: np.ndarray) -> bytes:
 def decode(fmt: AudioFormat, data: bytes) -> tuple[np.ndarray, int]:
     """(int16 mono samples, sample rate) decoded by FFmpeg; raw mu-law needs its rate named."""
     options = {"sample_rate": "8000", "ch_layout": "mono"} if fmt is AudioFormat.MULAW else {}
-    with av.open(io.BytesIO(data), format="mulaw" if fmt is AudioFormat.MULAW else None, options=options) as c:
+    with av.open(io.BytesIO(data), "r", format="mulaw" if fmt is AudioFormat.MULAW else None, options=options) as c:
         resampler = av.AudioResampler(format="s16", layout="mono")
         frames = [f for frame in c.decode(audio=0) for f in resampler.resample(frame)]
         rate = c.streams.audio[0].codec_context.sample_rate

@@ -28,7 +28,7 @@ def decode(fmt: AudioFormat, data: bytes) -> tuple[np.ndarray, int]:
     if fmt is AudioFormat.PCM:
         return np.frombuffer(data, "<i2") / 32768, 0
     options = {"sample_rate": "8000", "ch_layout": "mono"} if fmt is AudioFormat.MULAW else {}
-    with av.open(io.BytesIO(data), format="mulaw" if fmt is AudioFormat.MULAW else None, options=options) as c:
+    with av.open(io.BytesIO(data), "r", format="mulaw" if fmt is AudioFormat.MULAW else None, options=options) as c:
         frames = [f.to_ndarray().astype(np.float64).reshape(-1) for f in c.decode(audio=0)]
         rate = c.streams.audio[0].codec_context.sample_rate
     samples = np.concatenate(frames)

@@ -3,6 +3,7 @@ response_format, and `stream_format="sse"`."""
 
 import base64
 import json
+from collections.abc import Iterator
 
 import openai
 import pytest
@@ -21,7 +22,7 @@ MAGIC = {
 
 
 @pytest.fixture(scope="module")
-def client(base_url) -> openai.OpenAI:
+def client(base_url) -> Iterator[openai.OpenAI]:
     with openai.OpenAI(base_url=f"{base_url}/v1", api_key="not-needed", timeout=timeout(60), max_retries=0) as c:
         yield c
 

@@ -18,7 +18,8 @@ MAX_LEAD_S = 0.3
 
 async def stream(url: str) -> tuple[bytes, float, float]:
     """PCM, seconds from first to last byte, and the largest lead of received audio over wall time."""
-    pcm, first, lead = bytearray(), None, 0.0
+    pcm, lead = bytearray(), 0.0
+    first: float | None = None
     async with httpx.AsyncClient(base_url=url, timeout=timeout(120)) as http:
         async with http.stream(
             "POST", "/v1/audio/speech", json={"model": "uttera", "input": TEXT, "response_format": "pcm"}
@@ -29,6 +30,7 @@ async def stream(url: str) -> tuple[bytes, float, float]:
                 first = now if first is None else first
                 pcm += chunk
                 lead = max(lead, len(pcm) / 2 / SAMPLE_RATE - (now - first))
+    assert first is not None, "no audio"
     return bytes(pcm), time.monotonic() - first, lead
 
 

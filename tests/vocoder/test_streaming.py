@@ -17,7 +17,7 @@ def drive(sv: StreamingVocoder, mels: dict, rng: np.random.Generator, max_push: 
     """Push random-sized pieces of every stream in interleaved batched steps, then finish all."""
     for sid in mels:
         sv.open(sid)
-    outs = {sid: [] for sid in mels}
+    outs: dict = {sid: [] for sid in mels}
     pos = dict.fromkeys(mels, 0)
     while any(pos[s] < len(m) for s, m in mels.items()):
         batch, finish = {}, []

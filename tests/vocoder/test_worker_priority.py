@@ -35,7 +35,7 @@ def worker_with_log(vocoder, **kwargs) -> tuple[VocoderWorker, list]:
         batches.append(sorted(set(frames) | set(finish)))
         return submit(frames, finish=finish, **kwargs)
 
-    sv.submit = logged_submit
+    sv.submit = logged_submit  # type: ignore[method-assign]  # a tap that records each pass's streams
     return VocoderWorker(sv, driver="loop", **kwargs), batches
 
 

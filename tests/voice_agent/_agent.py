@@ -35,13 +35,14 @@ def audio_ms(pcm_bytes: int, sample_rate: int) -> float:
 def check_done(result: ContextResult) -> Done:
     """The context ended with `done`, whose audio_ms matches the PCM received."""
     assert isinstance(result.final, Done), result.final
+    assert result.sample_rate is not None, "no started event"
     assert result.pcm and abs(result.final.audio_ms - audio_ms(len(result.pcm), result.sample_rate)) <= 1
     return result.final
 
 
 def kinds(result: ContextResult) -> list[str]:
     """Event kinds in order, timestamps left out and runs of audio collapsed: ["Started", "Audio", ...]."""
-    out = []
+    out: list[str] = []
     for e in result.events:
         name = type(e).__name__
         if isinstance(e, Timestamps) or (isinstance(e, Audio) and out and out[-1] == name):

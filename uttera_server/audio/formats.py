@@ -87,7 +87,7 @@ class StreamEncoder:
     def __enter__(self) -> "StreamEncoder":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -114,7 +114,7 @@ class _Sink:
     def __init__(self) -> None:
         self._buf = bytearray()
 
-    def write(self, data) -> int:
+    def write(self, data: bytes | bytearray | memoryview) -> int:
         self._buf += data
         return len(data)
 
@@ -141,9 +141,12 @@ class CodecEncoder(StreamEncoder):
             format=spec.container,
             options={"flush_packets": "1", "fflags": "+bitexact", **dict(spec.muxer_options)},
         )
-        self._stream = self._container.add_stream(
+        stream = self._container.add_stream(
             spec.codec, rate=self.sample_rate, layout="mono", options={"flags": "+bitexact", **dict(spec.codec_options)}
         )
+        if not isinstance(stream, av.AudioStream):
+            raise TypeError(f"{spec.codec} is not an audio codec")
+        self._stream = stream
         ctx = self._stream.codec_context
         if spec.bit_rate:
             ctx.bit_rate = spec.bit_rate
@@ -177,7 +180,7 @@ class CodecEncoder(StreamEncoder):
             self._closed = True
             self._container.close()  # writes the trailer (to the sink) when the header was written
 
-    def _mux(self, frames) -> bytes:
+    def _mux(self, frames: list[av.AudioFrame]) -> bytes:
         for frame in frames:
             for packet in self._stream.encode(frame):
                 self._container.mux(packet)

@@ -53,8 +53,10 @@ def _initialize(data_dir: str) -> None:
     _bridge_initialize(data_dir)
 
 
-_set_voice.__wrapped__ = _bridge_set_voice
-_initialize.__wrapped__ = _bridge_initialize
+# The originals, where `_bridge_set_voice`/`_bridge_initialize` above look for them if this module is
+# imported again (setattr: mypy's callable types have no `__wrapped__`).
+setattr(_set_voice, "__wrapped__", _bridge_set_voice)
+setattr(_initialize, "__wrapped__", _bridge_initialize)
 espeakbridge.set_voice = _set_voice  # Piper calls it through the module attribute
 espeakbridge.initialize = _initialize
 
@@ -99,7 +101,8 @@ def sentence_phonemes(text: str, voice: str) -> list[list[str]]:
         espeakbridge.set_voice(voice)
         clauses = _get_phonemes(text)
     # EspeakPhonemizer.phonemize(voice, text, vowel_clusters=None), on clauses that do not leak
-    sentences, current = [], []
+    sentences: list[list[str]] = []
+    current: list[str] = []
     for phonemes, terminator, end_of_sentence in clauses:
         phonemes = _LANG_FLAG.sub("", phonemes) + terminator
         if terminator in (",", ":", ";"):

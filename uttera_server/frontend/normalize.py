@@ -18,7 +18,7 @@ import unicodedata
 from . import numbers as nw
 from .lexicon import SYMBOLS
 from .spoken_text import NormalizedText, SpokenWord
-from .rules_common import CLOSERS, Token, ends_text
+from .rules_common import CLOSERS, Rule, Token, ends_text
 from .rules_numeric import NUMERIC_RULES
 from .rules_text import TEXT_RULES
 
@@ -29,7 +29,7 @@ _SILENT = "\"'`*_~^|\\<>/#$€£¥₹¢" + CLOSERS + "\u201c\u2018\u00ab\u201e\u
 _NUMERIC_START = frozenset("-+.(\u2212'\u2019$€£¥₹")
 
 
-def _rules_for(text: str, pos: int) -> tuple:
+def _rules_for(text: str, pos: int) -> tuple[Rule, ...]:
     ch = text[pos]
     if ch.isdigit() or ch in _NUMERIC_START:
         return NUMERIC_RULES if ch.isdigit() or pos + 1 < len(text) else ()

@@ -54,9 +54,14 @@ class PhonemeTable:
         """From our JSON layout, or from a Piper voice config (``espeak.voice`` + ``phoneme_id_map``)."""
         voice = data.get("espeak_voice")
         if voice is None:
-            voice = data["espeak"]["voice"]  # type: ignore[index]
+            espeak = data["espeak"]
+            if not isinstance(espeak, Mapping):
+                raise TypeError(f"'espeak' must be an object, got {espeak!r}")
+            voice = espeak["voice"]
         raw = data["phoneme_id_map"]
-        id_map = {str(k): tuple(int(i) for i in v) for k, v in raw.items()}  # type: ignore[union-attr]
+        if not isinstance(raw, Mapping):
+            raise TypeError(f"'phoneme_id_map' must be an object, got {type(raw).__name__}")
+        id_map = {str(k): tuple(int(i) for i in v) for k, v in raw.items()}
         return PhonemeTable(
             str(voice),
             MappingProxyType(id_map),

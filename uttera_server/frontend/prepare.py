@@ -7,6 +7,7 @@ produces one sentence whose ids, pads removed, equal ``Sentence.phoneme_ids`` (s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import NothingToSpeakError
@@ -114,10 +115,11 @@ def _cut(words: list[SpokenWord], result: Phonemized, budget: int) -> int:
         prefix[c] += prefix[c - 1]
     slack = 8  # ^, $, a pause mark and context changes at the cut; re-checked by _fit anyway
     candidates = [c for c in range(1, len(words)) if prefix[c] + slack <= budget] or [1]
-    for wanted in (
+    preferences: tuple[Callable[[int], bool], ...] = (
         lambda c: words[c - 1].punct in ",;:" and words[c - 1].punct != "",
         lambda c: words[c - 1].source != words[c].source,
-    ):
+    )
+    for wanted in preferences:
         good = [c for c in candidates if wanted(c)]
         if good:
             return good[-1]

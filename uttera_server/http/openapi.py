@@ -7,10 +7,12 @@ up in the document by itself (tests/server/test_openapi.py checks that every rou
 """
 
 import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
 from ..audio.formats import MEDIA_TYPES, output_rate
 from .sse import MEDIA_TYPE as SSE_MEDIA_TYPE
@@ -21,12 +23,12 @@ from ..synthesis.speed import MAX_SPEED, MIN_SPEED
 SPEECH_PATH = "/v1/audio/speech"
 
 
-def _summary(endpoint) -> str:
+def _summary(endpoint: Callable[..., Any]) -> str:
     doc = inspect.getdoc(endpoint) or inspect.getdoc(inspect.getmodule(endpoint)) or ""
     return doc.split("\n\n")[0].replace("\n", " ")
 
 
-def speech_fields(sample_rate: int, max_input_chars: int, voices: list[str]) -> dict:
+def speech_fields(sample_rate: int, max_input_chars: int, voices: list[str]) -> dict[str, Any]:
     """JSON schema properties of the speech request, from speech_params."""
     formats = [f.value for f in AudioFormat]
     rates = ", ".join(f"{f.value}: {output_rate(f, sample_rate)} Hz" for f in AudioFormat)
@@ -54,10 +56,10 @@ def speech_fields(sample_rate: int, max_input_chars: int, voices: list[str]) -> 
 ERROR = {"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
 
-def _speech_operation(fields: dict, method: str) -> dict:
+def _speech_operation(fields: dict[str, Any], method: str) -> dict[str, Any]:
     audio = {MEDIA_TYPES[f]: {"schema": {"type": "string", "format": "binary"}} for f in AudioFormat}
     audio[SSE_MEDIA_TYPE] = {"schema": {"type": "string"}}
-    op = {
+    op: dict[str, Any] = {
         "responses": {
             "200": {
                 "description": "the audio, streamed with chunked transfer (no Content-Length)",
@@ -90,10 +92,12 @@ def _speech_operation(fields: dict, method: str) -> dict:
     return op
 
 
-def build(routes, sample_rate: int, max_input_chars: int, voices: list[str], version: str) -> dict:
+def build(
+    routes: Sequence[BaseRoute], sample_rate: int, max_input_chars: int, voices: list[str], version: str
+) -> dict[str, Any]:
     """The OpenAPI document of `routes` (the app's)."""
     fields = speech_fields(sample_rate, max_input_chars, voices)
-    paths: dict[str, dict] = {}
+    paths: dict[str, dict[str, Any]] = {}
     for route in routes:
         if isinstance(route, WebSocketRoute):
             paths[route.path] = {"get": {

@@ -10,6 +10,8 @@ A client disconnect or a shutdown cancel closes the synthesizer iterator, which 
 import asyncio
 import logging
 import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -25,6 +27,7 @@ from ..speech_params import AudioFormat, SpeechParams, StreamFormat, parse_speec
 from .sse import MEDIA_TYPE as SSE_MEDIA_TYPE
 from .sse import open_response_encoder
 from ..audio.wav import duration_s
+from ..synthesis import AudioChunk, WordTimings
 
 log = logging.getLogger(__name__)
 
@@ -77,18 +80,28 @@ class _Interrupted(Exception):
         self.outcome = outcome
 
 
-async def _pull(chunks):
-    """The next chunk of `chunks`, or None at its end."""
-    try:
-        return await anext(chunks)
-    except StopAsyncIteration:
-        return None
+async def _pull(chunks: AsyncIterator[AudioChunk | WordTimings]) -> AudioChunk | None:
+    """The next chunk of `chunks`, or None at its end (word timings, not asked for here, are skipped)."""
+    while True:
+        try:
+            item = await anext(chunks)
+        except StopAsyncIteration:
+            return None
+        if isinstance(item, AudioChunk):
+            return item
 
 
 class SpeechStreamResponse(Response):
     """Streams one synthesizer iterator; a `StreamOwner` so shutdown can cancel it."""
 
-    def __init__(self, state: AppState, chunks, params: SpeechParams, received: float, request_id: str):
+    def __init__(
+        self,
+        state: AppState,
+        chunks: AsyncGenerator[AudioChunk | WordTimings, None],
+        params: SpeechParams,
+        received: float,
+        request_id: str,
+    ):
         self.state = state
         self.chunks = chunks
         self.params = params
@@ -167,7 +180,7 @@ class SpeechStreamResponse(Response):
             metrics.request_finished(Transport.HTTP, outcome, duration_s(sent, sample_rate))
             log.info("speech request %s", outcome, extra=self._timings(outcome, sent))
 
-    def _timings(self, outcome: Outcome, sent: int) -> dict:
+    def _timings(self, outcome: Outcome, sent: int) -> dict[str, Any]:
         """The `extra=` fields of the request's log line (logs.py): durations in ms, audio in seconds."""
         return {
             "outcome": str(outcome),
@@ -177,13 +190,15 @@ class SpeechStreamResponse(Response):
             "audio_s": round(duration_s(sent, self.state.synth.sample_rate), 3),
         }
 
-    async def _next_chunk(self):
+    async def _next_chunk(self) -> AudioChunk | None:
         """The next chunk or None at the end; raises `_Interrupted` on a disconnect or a cancel."""
         interrupt = self._interrupt
+        assert interrupt is not None  # made first thing in __call__
         if interrupt.done():
             raise _Interrupted(interrupt.result())
         pull = asyncio.ensure_future(_pull(self.chunks))
-        await asyncio.wait({pull, interrupt}, return_when=asyncio.FIRST_COMPLETED)
+        either: set[asyncio.Future[Any]] = {pull, interrupt}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         if not pull.done():
             pull.cancel()  # throws CancelledError into the synthesizer iterator, closing it
             await asyncio.wait({pull})
@@ -191,7 +206,9 @@ class SpeechStreamResponse(Response):
         return pull.result()
 
     async def _watch_disconnect(self, receive: Receive) -> None:
+        interrupt = self._interrupt
+        assert interrupt is not None  # made before this task starts
         while (await receive())["type"] != "http.disconnect":
             pass
-        if not self._interrupt.done():
-            self._interrupt.set_result(Outcome.DISCONNECTED)
+        if not interrupt.done():
+            interrupt.set_result(Outcome.DISCONNECTED)

@@ -12,6 +12,8 @@ audio (also given as `characters` and `audio_ms`).
 
 import base64
 import json
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +23,7 @@ from ..speech_params import SpeechParams, StreamFormat
 MEDIA_TYPE = "text/event-stream"
 
 
-def event(payload: dict) -> bytes:
+def event(payload: Mapping[str, Any]) -> bytes:
     """One SSE event carrying `payload` as JSON on a single `data:` line."""
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 

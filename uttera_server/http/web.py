@@ -5,7 +5,7 @@ from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import FileResponse
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .openapi import openapi_json
@@ -18,7 +18,7 @@ async def playground(request: Request) -> FileResponse:
     return FileResponse(PLAYGROUND / "index.html", headers={"cache-control": "no-cache"})
 
 
-def routes() -> list:
+def routes() -> list[BaseRoute]:
     return [
         Route("/", playground),
         Mount("/playground", StaticFiles(directory=PLAYGROUND), name="playground"),

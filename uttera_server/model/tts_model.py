@@ -10,6 +10,7 @@ which routes it per request).
 import torch
 from torch import nn
 from vllm.config import VllmConfig
+from vllm.sequence import IntermediateTensors
 from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 from vllm.model_executor.models.llama import LlamaForCausalLM
 
@@ -27,7 +28,7 @@ class MelHead(nn.Module):
         self.fc2 = nn.Linear(hidden, frames_per_step * n_mels)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        out = self.fc2(nn.functional.silu(self.fc1(h)))
+        out: torch.Tensor = self.fc2(nn.functional.silu(self.fc1(h)))
         return out.view(-1, self.frames_per_step, self.n_mels)
 
 
@@ -50,20 +51,28 @@ class UtteraTTSForCausalLM(LlamaForCausalLM):
         Phoneme tokens use their sequence position, pointer tokens the phoneme they point at, so one
         attention head can find "the phoneme under the pointer" by matching these vectors.
         """
-        x = self.model.embed_tokens(input_ids)
+        x: torch.Tensor = self.model.embed_tokens(input_ids)
         if positions is None:
             return x
         is_pointer = (input_ids >= self.pointer_offset) & (input_ids < self.stop_token_id)
         index = torch.where(is_pointer, input_ids - self.pointer_offset, positions)
         index = index.clamp(0, self.max_phonemes - 1)
-        pos = self.model.pos_embed(index)
+        pos: torch.Tensor = self.model.pos_embed(index)
         keep = (input_ids != self.stop_token_id).unsqueeze(-1).to(x.dtype)
         return x + pos * keep
 
-    def forward(self, input_ids, positions, intermediate_tensors=None, inputs_embeds=None):
+    def forward(
+        self,
+        input_ids: torch.Tensor | None,
+        positions: torch.Tensor,
+        intermediate_tensors: IntermediateTensors | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor | IntermediateTensors:
         if inputs_embeds is None:
+            assert input_ids is not None  # vLLM passes one of the two
             inputs_embeds = self.embed_input_ids(input_ids, positions)
-        return self.model(None, positions, intermediate_tensors, inputs_embeds)
+        hidden: torch.Tensor | IntermediateTensors = self.model(None, positions, intermediate_tensors, inputs_embeds)
+        return hidden
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
         """Logits `(N, vocab)` of the sampled rows `(N, hidden)`; their mel chunks go to `step_mel`."""

@@ -11,7 +11,7 @@ test can drive the real app with a small stand-in (`tests/voice_agent/test_serve
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -96,7 +96,7 @@ class SpeechSynthesizer(Protocol):
         with_timestamps: bool = False,
         text_offset: int = 0,
         lead_s: float = 0.0,
-    ) -> AsyncIterator[AudioChunk | WordTimings]:
+    ) -> AsyncGenerator[AudioChunk | WordTimings, None]:
         """Validate now, then return the speech of `text` as an async iterator.
 
         Raises before any audio (so a server can answer 4xx): `errors.EmptyInput`, `InputTooLong` (over

@@ -11,18 +11,24 @@ import logging
 import os
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from contextlib import aclosing
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config import EngineConfig
+from ..config import Dtype, EngineConfig
 from ..model_dir import VoiceModelConfig
 
 if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+    from vllm.v1.metrics.loggers import StatLoggerBase
+    from vllm.v1.metrics.stats import IterationStats, MultiModalCacheStats, SchedulerStats
+
     from engine_patches.engine_vocoder import EngineVocoderConfig
     from engine_patches.pcm_wire import PcmRoute
 
@@ -53,7 +59,7 @@ class EngineStats:
     step_trace: list[float] | None = None  # set to [] to record every report's time.monotonic()
     # Requests that ended in the engine, by vLLM finish reason: "stop" (the model said STOP), "length"
     # (hit max_tokens: a runaway, which the pointer rules should make impossible), "abort".
-    finished: Counter = field(default_factory=Counter)
+    finished: Counter[str] = field(default_factory=Counter)
     preemptions: int = 0  # requests the scheduler preempted (to recompute later), cumulative
     prefix_cache_hits: int = 0  # prompt tokens served from cached KV blocks, cumulative
     outputs: int = 0  # request outputs received from the engine (one per `stream_interval` steps)
@@ -91,14 +97,20 @@ class EngineStats:
             self.on_change()
 
 
-def _stat_logger_factory(stats: EngineStats):
+def _stat_logger_factory(stats: EngineStats) -> "type[StatLoggerBase]":
     from vllm.v1.metrics.loggers import StatLoggerBase
 
     class _Recorder(StatLoggerBase):
-        def __init__(self, vllm_config, engine_index: int = 0):
+        def __init__(self, vllm_config: "VllmConfig", engine_index: int = 0):
             pass
 
-        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
+        def record(
+            self,
+            scheduler_stats: "SchedulerStats | None",
+            iteration_stats: "IterationStats | None",
+            mm_cache_stats: "MultiModalCacheStats | None" = None,
+            engine_idx: int = 0,
+        ) -> None:
             if iteration_stats is not None:
                 stats.preemptions += iteration_stats.num_preempted_reqs
             if scheduler_stats is None:
@@ -112,7 +124,7 @@ def _stat_logger_factory(stats: EngineStats):
                 time.monotonic(),
             )
 
-        def log_engine_initialized(self):
+        def log_engine_initialized(self) -> None:
             pass
 
     return _Recorder
@@ -126,7 +138,7 @@ class EngineClientSlot:
 
     index: int
     count: int
-    addresses: dict
+    addresses: dict[str, Any]  # vLLM's `client_addresses`: ZMQ addresses and listener sockets
 
 
 class MelEngine:
@@ -143,7 +155,7 @@ class MelEngine:
         self.engine_vocoder = engine_vocoder
         self.client = client
         self.stats = EngineStats()
-        self._llm = None
+        self._llm: AsyncLLM | None = None
         self._epoch = time.monotonic()
 
     def priority(self, deadline: float) -> int:
@@ -156,9 +168,10 @@ class MelEngine:
         """Start the engine core (a spawned process), or connect to one that `frontends.py` launched
         (`client`): call from a `__main__`-guarded program."""
         from vllm.v1.engine.async_llm import AsyncLLM
+        from vllm.v1.metrics.loggers import StatLoggerFactory
 
         args = self.engine_args()
-        loggers = [_stat_logger_factory(self.stats)]
+        loggers: list[StatLoggerFactory] = [_stat_logger_factory(self.stats)]
         if self.client is None:
             self._llm = AsyncLLM.from_engine_args(args, stat_loggers=loggers)
             return
@@ -177,7 +190,7 @@ class MelEngine:
             client_index=self.client.index,
         )
 
-    def engine_args(self):
+    def engine_args(self) -> "AsyncEngineArgs":
         """vLLM's `AsyncEngineArgs` for this model and configuration (patches applied in this process)."""
         import engine_patches
 
@@ -194,7 +207,7 @@ class MelEngine:
         from engine_patches.engine_vocoder import CONFIG_KEY
 
         c = self.config
-        extra = {}
+        extra: dict[str, Any] = {}
         if self.engine_vocoder is not None:
             extra["additional_config"] = {CONFIG_KEY: self.engine_vocoder.as_dict()}
             # With async scheduling a finished request is scheduled once more before the scheduler
@@ -224,7 +237,7 @@ class MelEngine:
             **extra,
         )
 
-    def _dtype(self) -> str:
+    def _dtype(self) -> Dtype:
         """`auto` is the checkpoint's dtype (fp16 for shipped voices) except on CPU, where fp16 matmuls
         are emulated: at 8 streams the default voice decoded 207 steps/s in fp16, 400 in fp32 and 429
         in bf16 here; fp32 keeps the engine's mel identical to training-time inference."""
@@ -263,7 +276,7 @@ class MelEngine:
         deadline: float | None = None,
         stream_interval: int | None = None,
         pcm: "PcmRoute | None" = None,
-    ) -> AsyncIterator[MelStep]:
+    ) -> AsyncGenerator[MelStep, None]:
         """Yield the mel chunks of one utterance (one sentence prompt) as the engine produces them.
 
         `deadline` (time.monotonic()) is when the client runs out of audio without this request: now for
@@ -275,6 +288,7 @@ class MelEngine:
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
+        from engine_patches.outputs import mel_chunks
         from engine_patches.pcm_wire import PCM_ARG
 
         if self._llm is None:
@@ -303,7 +317,7 @@ class MelEngine:
                 async for out in outputs:
                     self.stats.outputs += 1
                     completion = out.outputs[0]
-                    chunks = completion.mel_chunks
+                    chunks = mel_chunks(completion)
                     voiced_before = max(len(history) - 1, 0)
                     history.extend(completion.token_ids)
                     if pcm is not None:  # every token but the last was consumed by a step that voiced it

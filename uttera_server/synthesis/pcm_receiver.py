@@ -14,6 +14,8 @@ import uuid
 
 from engine_patches.pcm_wire import decode, sink_address
 
+from .pcm_queue import PcmQueue
+
 log = logging.getLogger(__name__)
 
 
@@ -34,8 +36,8 @@ class PcmReceiver:
         self._socket = self._context.socket(zmq.PULL)
         self._socket.setsockopt(zmq.RCVHWM, 0)
         self._socket.bind(self.address)
-        self._queues: dict[str, asyncio.Queue] = {}
-        self._task: asyncio.Task | None = None
+        self._queues: dict[str, PcmQueue] = {}
+        self._task: asyncio.Task[None] | None = None
         self.error: BaseException | None = None
         self.messages = 0
 
@@ -46,13 +48,13 @@ class PcmReceiver:
     def alive(self) -> bool:
         return self._task is not None and not self._task.done()
 
-    def open(self, key: str) -> asyncio.Queue:
+    def open(self, key: str) -> PcmQueue:
         """The queue of stream `key`'s PCM (read-only int16 arrays, then None); open it before its
         request starts. A request aborted before the engine ever scheduled it sends nothing, not even
         its final None: after an abort, `drop` the key instead of waiting."""
         if self.error is not None:
             raise RuntimeError("the PCM channel failed") from self.error
-        queue: asyncio.Queue = asyncio.Queue()
+        queue: PcmQueue = asyncio.Queue()
         self._queues[key] = queue
         return queue
 

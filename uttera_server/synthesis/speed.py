@@ -57,7 +57,8 @@ def _interp(window: np.ndarray, pos: np.ndarray) -> np.ndarray:
     lo = np.floor(pos).astype(np.int64)
     hi = np.minimum(lo + 1, window.shape[0] - 1)
     w = (pos - lo)[:, None].astype(window.dtype)
-    return window[lo] * (1 - w) + window[hi] * w
+    out: np.ndarray = window[lo] * (1 - w) + window[hi] * w
+    return out
 
 
 def scaled_frames(frames: int, speed: float) -> int:

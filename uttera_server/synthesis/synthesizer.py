@@ -16,8 +16,9 @@ import logging
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,7 +32,15 @@ from .deadline import PlaybackDeadline
 from .placement import vocoder_device, vocoder_process
 from ..audio.pcm import to_int16
 from . import DEFAULT_VOICE, AudioChunk, VoiceInfo, WordTimings
+from .pcm_queue import PcmQueue
 from .word_clock import SentenceWordClock, WordTiming
+
+if TYPE_CHECKING:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    from ..frontend.prepare import Sentence
+    from .pcm_receiver import PcmReceiver
+    from .vocoder_worker import VocoderWorker
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +86,7 @@ class Synthesizer:
         self.vocoder_process = vocoder_process(engine.vocoder_process, self.vocoder_device)
         engine_vocoder = None
         self.sink = client.index if client is not None else 0
-        self._receiver = None
+        self._receiver: PcmReceiver | None = None
         if self.vocoder_process == "engine":
             from engine_patches.engine_vocoder import EngineVocoderConfig
 
@@ -92,7 +101,7 @@ class Synthesizer:
                 max_streams=engine.max_num_seqs,
             )
         self._engine = MelEngine(self.model, engine, engine_vocoder=engine_vocoder, client=client)
-        self._worker = None
+        self._worker: VocoderWorker | None = None
         self._ids = itertools.count()
 
     # --- lifecycle ---
@@ -148,8 +157,8 @@ class Synthesizer:
         )
         if streaming.cuda_graphs:
             t0 = time.monotonic()
-            graphs = await asyncio.to_thread(streaming.capture_graphs, c.max_num_seqs)
-            log.info("vocoder: %d CUDA graphs captured in %.1f s", graphs, time.monotonic() - t0)
+            captured = await asyncio.to_thread(streaming.capture_graphs, c.max_num_seqs)
+            log.info("vocoder: %d CUDA graphs captured in %.1f s", captured, time.monotonic() - t0)
         # On CPU a big vocoder batch takes tens of ms: cap the non-urgent work of a pass (see VocoderWorker).
         self._worker = VocoderWorker(
             streaming,
@@ -183,7 +192,7 @@ class Synthesizer:
         stage = self._receiver if self.vocoder_process == "engine" else self._worker
         return stage is not None and stage.error is not None
 
-    def engine_args(self):
+    def engine_args(self) -> "AsyncEngineArgs":
         """The vLLM engine arguments this synthesizer starts (or joins) its engine with."""
         return self._engine.engine_args()
 
@@ -191,7 +200,7 @@ class Synthesizer:
         return self._engine.stats
 
     @property
-    def vocoder_worker(self):
+    def vocoder_worker(self) -> "VocoderWorker | None":
         return self._worker
 
     # --- requests ---
@@ -211,7 +220,7 @@ class Synthesizer:
         with_timestamps: bool = False,
         text_offset: int = 0,
         lead_s: float = 0.0,
-    ) -> AsyncIterator[AudioChunk | WordTimings]:
+    ) -> AsyncGenerator[AudioChunk | WordTimings, None]:
         """Validate now, then return the audio of `text` as an async iterator of chunks.
 
         With `with_timestamps`, `WordTimings` items are interleaved with the chunks: every word of `text`
@@ -228,7 +237,7 @@ class Synthesizer:
             text, text_offset, float(speed), request_id or uuid.uuid4().hex, with_timestamps, deadline
         )
 
-    def _sentences(self, text: str, text_offset: int) -> list:
+    def _sentences(self, text: str, text_offset: int) -> "list[Sentence]":
         """The text frontend (normalize, g2p): milliseconds for a long text, so it runs off the loop."""
         from ..frontend import prepare
 
@@ -248,16 +257,16 @@ class Synthesizer:
         request_id: str,
         with_timestamps: bool,
         deadline: PlaybackDeadline,
-    ) -> AsyncIterator[AudioChunk | WordTimings]:
+    ) -> AsyncGenerator[AudioChunk | WordTimings, None]:
         """Raises `EmptyInput` before anything else when the text has nothing to speak."""
         sentences = await asyncio.to_thread(self._sentences, text, text_offset)
         opened: list[str] = []
-        handoff: asyncio.Queue = asyncio.Queue()  # (sentence index, pcm queue) or an exception
+        handoff: asyncio.Queue[tuple[int, PcmQueue] | BaseException] = asyncio.Queue()  # or an exception
         producer = asyncio.create_task(
             self._produce(sentences, speed, request_id, handoff, opened, with_timestamps, deadline)
         )
         samples = 0  # yielded so far: the start of the next sentence's audio
-        last_span = None  # a word cut in two by a long-sentence split is reported once
+        last_span: tuple[int, int] | None = None  # a word cut in two by a long-sentence split is reported once
         try:
             for _ in sentences:
                 item = await handoff.get()
@@ -294,23 +303,25 @@ class Synthesizer:
             for sid in opened:
                 self._drop_stream(sid)
 
-    def _open_stream(self, sid: str, deadline: float) -> asyncio.Queue:
+    def _open_stream(self, sid: str, deadline: float) -> PcmQueue:
         if self._receiver is not None:
             return self._receiver.open(sid)
-        return self._worker.open(sid, deadline=deadline)
+        assert self._worker is not None  # one of the two stages runs once started
+        queue: PcmQueue = self._worker.open(sid, deadline=deadline)
+        return queue
 
     def _drop_stream(self, sid: str) -> None:
         if self._receiver is not None:
             self._receiver.drop(sid)
-        else:
+        elif self._worker is not None:
             self._worker.cancel(sid)
 
     async def _produce(
         self,
-        sentences,
-        speed,
-        request_id,
-        handoff: asyncio.Queue,
+        sentences: "list[Sentence]",
+        speed: float,
+        request_id: str,
+        handoff: asyncio.Queue[tuple[int, PcmQueue] | BaseException],
         opened: list[str],
         with_timestamps: bool,
         deadline: PlaybackDeadline,
@@ -322,7 +333,7 @@ class Synthesizer:
         m = self.model
         step_ms = 1000.0 * m.frames_per_step * m.hop_length / m.sample_rate / speed
         max_lead = self.engine_config.max_lead_s
-        pcm_queue = None
+        pcm_queue: PcmQueue | None = None
         try:
             for index, sentence in enumerate(sentences):
                 pcm_queue = None
@@ -345,7 +356,7 @@ class Synthesizer:
                 deadline.generated_s += frames_out * m.frame_ms / 1000.0
                 if clock is not None and (words := clock.finish(frames_out * m.frame_ms)):
                     pcm_queue.put_nowait(words)
-                if self._receiver is None:
+                if self._worker is not None and self._receiver is None:
                     self._worker.finish(sid)
         except asyncio.CancelledError:
             raise
@@ -353,13 +364,23 @@ class Synthesizer:
             log.exception("engine request %s failed", request_id)
             (pcm_queue if pcm_queue is not None else handoff).put_nowait(e)
 
-    async def _vocoded_here(self, sentence, sid: str, due: float, speed: float, clock, pcm_queue) -> int:
+    async def _vocoded_here(
+        self,
+        sentence: "Sentence",
+        sid: str,
+        due: float,
+        speed: float,
+        clock: SentenceWordClock | None,
+        pcm_queue: PcmQueue,
+    ) -> int:
         """One sentence's mel from the engine into this process's VocoderWorker; returns its frames."""
+        assert self._worker is not None  # vocoder_process == "frontend"
         scale = MelTimeScale(speed)
         frames_out = 0
         async for step in self._engine.generate(sentence.phoneme_ids, request_id=sid, deadline=due):
             if clock is not None and (words := clock.step(step.pointer)):
                 pcm_queue.put_nowait(words)
+            assert step.mel is not None  # the engine sends mel when the vocoder runs here
             frames = scale.push(step.mel)
             if frames.shape[0]:
                 frames_out += frames.shape[0]
@@ -370,7 +391,15 @@ class Synthesizer:
             self._worker.push(sid, tail)
         return frames_out
 
-    async def _engine_vocoded(self, sentence, sid: str, due: float, speed: float, clock, pcm_queue) -> int:
+    async def _engine_vocoded(
+        self,
+        sentence: "Sentence",
+        sid: str,
+        due: float,
+        speed: float,
+        clock: SentenceWordClock | None,
+        pcm_queue: PcmQueue,
+    ) -> int:
         """One sentence vocoded in the engine: PCM reaches `pcm_queue` from the PCM channel; here only
         the pointers (word timings) go by. Returns the sentence's frames after the speed change."""
         from engine_patches.pcm_wire import PcmRoute

@@ -196,21 +196,24 @@ class VocoderSchedule:
         return Plan((Pass((*rest, *first), (*rest_finish, *first_finish), eager),), deferred)
 
     def _cap(
-        self, rest: list, rest_finish: list, streams: Mapping[Hashable, Backlog]
-    ) -> tuple[list, list, tuple[Hashable, ...]]:
+        self, rest: list[Hashable], rest_finish: list[Hashable], streams: Mapping[Hashable, Backlog]
+    ) -> tuple[list[Hashable], list[Hashable], tuple[Hashable, ...]]:
         """Keep at most `max_relaxed_frames` frames of vocoding among non-urgent streams (earliest deadline
         first, at least one stream; a stream the chunk schedule holds back costs nothing): (kept new, kept
         finishing, the streams left for the next pass)."""
+        cap = self.max_relaxed_frames
+        assert cap is not None  # plan() caps only when a cap is set
         finishing = set(rest_finish)
-        cost = {}
+        cost: dict[Hashable, int] = {}
         for sid in dict.fromkeys([*rest, *rest_finish]):
             backlog = streams[sid]
             ready = sid in finishing or backlog.to_next_chunk == 0
             cost[sid] = backlog.held + (backlog.new or 0) if ready else 0
         order = sorted(cost, key=lambda sid: self._pace[sid].deadline if sid in self._pace else 0.0)
-        keep, total = set(), 0
+        keep: set[Hashable] = set()
+        total = 0
         for sid in order:
-            if cost[sid] and keep and total + cost[sid] > self.max_relaxed_frames:
+            if cost[sid] and keep and total + cost[sid] > cap:
                 continue
             keep.add(sid)
             total += cost[sid]

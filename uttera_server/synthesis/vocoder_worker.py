@@ -27,6 +27,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterator
+from typing import TypeAlias
 
 import numpy as np
 import torch
@@ -35,9 +36,15 @@ from vocoder.step_result import StepResult
 from vocoder.streaming import StreamingVocoder
 
 from ..config import VOCODER_DRIVERS
+from .pcm_queue import PcmQueue
 from .vocoder_schedule import Backlog, Plan, VocoderSchedule
 
 log = logging.getLogger(__name__)
+
+# Everything queued since the last pass: opened streams, frames per stream, finishes, cancels.
+_Taken: TypeAlias = tuple[list[Hashable], dict[Hashable, list[np.ndarray]], list[Hashable], list[Hashable]]
+# One vocoder pass to run: frames per stream, streams to finish, streams to send out eagerly.
+_Pass: TypeAlias = tuple[dict[Hashable, np.ndarray], list[Hashable], frozenset[Hashable]]
 
 
 class VocoderWorker:
@@ -76,14 +83,14 @@ class VocoderWorker:
         self._open: list[Hashable] = []
         self._finish: list[Hashable] = []
         self._cancel: list[Hashable] = []
-        self._queues: dict[Hashable, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
+        self._queues: dict[Hashable, tuple[asyncio.AbstractEventLoop, PcmQueue]] = {}
         self._stopping = False
         self._error: BaseException | None = None
         self.batches = 0  # vocoder forwards run (for metrics and tests)
         self.batched_streams = 0  # sum over forwards of streams in the batch
         self.trace: list[tuple[float, float, int]] | None = None  # set to [] to record (start, end, streams)
         self._thread: threading.Thread | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         if driver == "thread":
             self._thread = threading.Thread(target=self._run, name="uttera-vocoder", daemon=True)
             self._thread.start()
@@ -121,10 +128,10 @@ class VocoderWorker:
                 self._loop.call_soon_threadsafe(self._wake.set)
 
     # --- called from the event loop ---
-    def open(self, stream_id: Hashable, deadline: float | None = None) -> asyncio.Queue:
+    def open(self, stream_id: Hashable, deadline: float | None = None) -> PcmQueue:
         """Start a stream; its PCM chunks (then `None`) arrive on the returned queue. `deadline`
         (on `clock`, time.monotonic() by default): when its client runs out of audio without it; default now."""
-        queue: asyncio.Queue = asyncio.Queue()
+        queue: PcmQueue = asyncio.Queue()
         with self._cv:
             if self._error is not None:
                 raise RuntimeError("vocoder worker failed") from self._error
@@ -170,7 +177,7 @@ class VocoderWorker:
     def _has_work(self) -> bool:
         return bool(self._open or self._frames or self._finish or self._cancel or self._stopping)
 
-    def _take(self) -> tuple | None:
+    def _take(self) -> _Taken | None:
         """Everything queued since the last pass (with `_cv` held); None once stopping."""
         if self._stopping:
             return None
@@ -188,7 +195,7 @@ class VocoderWorker:
         for loop, queue in queues:
             loop.call_soon_threadsafe(queue.put_nowait, e)
 
-    def _passes(self, taken: tuple) -> Iterator[tuple[StepResult, list, float]]:
+    def _passes(self, taken: _Taken) -> Iterator[tuple[StepResult, list[Hashable], float]]:
         """Submit the planned passes one at a time, each once the one before has been delivered:
         (its result, its finished streams, when it was submitted)."""
         for batch, finish, eager in self._plan(*taken):
@@ -233,7 +240,13 @@ class VocoderWorker:
                 self._fail(e)
                 return
 
-    def _plan(self, opened, frames, finish, cancel) -> list[tuple[dict, list, frozenset]]:
+    def _plan(
+        self,
+        opened: list[Hashable],
+        frames: dict[Hashable, list[np.ndarray]],
+        finish: list[Hashable],
+        cancel: list[Hashable],
+    ) -> list[_Pass]:
         """Open and cancel streams, then the schedule's passes to run in order: (frames, finishes, eager
         streams). Streams the schedule defers go back to the queue."""
         vocoder = self.vocoder
@@ -262,7 +275,7 @@ class VocoderWorker:
         empty = np.zeros((0, vocoder.config.n_mels), np.float32)
         return [({sid: batch.get(sid, empty) for sid in p.streams}, list(p.finish), p.eager) for p in plan.passes]
 
-    def _give_back(self, plan: Plan, batch: dict, finish: list) -> None:
+    def _give_back(self, plan: Plan, batch: dict[Hashable, np.ndarray], finish: list[Hashable]) -> None:
         """Queue the deferred streams' frames and finishes again, ahead of newer ones (with `_cv` held)."""
         for sid in plan.deferred:
             if sid not in self._queues:
@@ -272,7 +285,7 @@ class VocoderWorker:
             if sid in finish:
                 self._finish.insert(0, sid)
 
-    def _deliver(self, pcm: dict, finish: list, t0: float, t1: float) -> None:
+    def _deliver(self, pcm: dict[Hashable, np.ndarray], finish: list[Hashable], t0: float, t1: float) -> None:
         """Hand one pass's PCM to the streams' queues, and tell the schedule."""
         if self.trace is not None:
             self.trace.append((t0, t1, len(pcm)))

@@ -56,11 +56,12 @@ class SentenceWordClock:
         self._lo, self._hi = [0] * n, [0] * n
         following = len(phoneme_words)
         for w in range(n - 1, -1, -1):
-            if first[w] is None:
+            lo, hi = first[w], last[w]
+            if lo is None or hi is None:  # both or neither: `last` is set wherever `first` is
                 self._lo[w], self._hi[w] = following, following - 1
             else:
-                self._lo[w], self._hi[w] = first[w], last[w]
-                following = first[w]
+                self._lo[w], self._hi[w] = lo, hi
+                following = lo
         self._steps = 0
         self._next = 0  # first word not emitted yet
         self._start: float | None = None  # start (in steps) of word self._next, once known

@@ -4,6 +4,7 @@ Segments and actions are plain values, so the protocol is tested by comparing li
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..outcome import Outcome
 
@@ -23,7 +24,7 @@ class Segment:
 
 @dataclass(frozen=True, slots=True)
 class SendMessage:
-    message: dict  # a JSON text message
+    message: dict[str, Any]  # a JSON text message
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from . import messages as wire
 from ..audio.formats import open_encoder
 from .playout import PlayoutClock
 from ..speech_params import AudioFormat
-from .text_chunker import ChunkerConfig, TextChunker
+from .text_chunker import Chunk, ChunkerConfig, TextChunker
 from ..audio.wav import duration_s
 from ..synthesis.word_clock import WordTiming
 from .actions import Action, SendAudio, SendMessage, Segment, StartSynthesis, StopSynthesis, Underrun
@@ -213,7 +213,7 @@ class ContextStream:
             raise RuntimeError(f"context {self.id!r}: segment {segment_id} is not running")
         return work
 
-    def _segments(self, chunks) -> list[_Work]:
+    def _segments(self, chunks: list[Chunk]) -> list[_Work]:
         out = []
         for c in chunks:
             out.append(
@@ -232,7 +232,7 @@ class ContextStream:
             self.any_segment = True
         return out
 
-    def _enqueue(self, chunks, now: float) -> list[Action]:
+    def _enqueue(self, chunks: list[Chunk], now: float) -> list[Action]:
         if not chunks:
             return []
         self._work.extend(self._segments(chunks))
@@ -287,6 +287,7 @@ class ContextStream:
         """The leading segment's gathered word timings as one message (none if there are none)."""
         if not work.words:
             return []
+        assert work.base_bytes is not None  # the leading segment's
         base_ms = 1000 * duration_s(work.base_bytes, self.config.sample_rate)
         words = [
             WordTiming(w.word, round(base_ms + w.start_ms), round(base_ms + w.end_ms), w.char_start, w.char_end)

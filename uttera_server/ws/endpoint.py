@@ -21,7 +21,15 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .. import logs
 from ..app_state import AppState
-from ..errors import EmptyInput, EngineNotReady, MalformedRequest, ServerFault, UtteraError, as_uttera_error
+from ..errors import (
+    WS_POLICY_VIOLATION,
+    EmptyInput,
+    EngineNotReady,
+    MalformedRequest,
+    ServerFault,
+    UtteraError,
+    as_uttera_error,
+)
 from ..metrics import Transport
 from ..outcome import Outcome
 from .outbox import Outbox, OutboxClosed, Outgoing
@@ -43,7 +51,7 @@ from .actions import (
     Underrun,
 )
 from .messages import error, parse_idle_timeout
-from .protocol import WS_POLICY_VIOLATION, SessionLimits, SessionState, SpeechSessionProtocol
+from .protocol import SessionLimits, SessionState, SpeechSessionProtocol
 
 log = logging.getLogger(__name__)
 
@@ -80,12 +88,19 @@ class SpeechStreamSession:
         self.ws = ws
         self.state = state
         self.id = next(_session_ids)
-        self.proto: SpeechSessionProtocol | None = None
+        self._proto: SpeechSessionProtocol | None = None
         self.outbox = Outbox(state.config.ws_outbox_high_bytes, state.config.ws_outbox_low_bytes)
-        self._producers: dict[int, asyncio.Task] = {}  # segment id -> task
-        self._stopped: set[asyncio.Task] = set()  # cancelled producers, awaited at the end
+        self._producers: dict[int, asyncio.Task[None]] = {}  # segment id -> task
+        self._stopped: set[asyncio.Task[None]] = set()  # cancelled producers, awaited at the end
         self._changed = asyncio.Event()  # the protocol's next deadline may have moved
         self._progress = asyncio.Event()  # set (and replaced) when a segment finishes
+
+    @property
+    def proto(self) -> SpeechSessionProtocol:
+        """The session's protocol, made in `_run` before anything that uses it starts."""
+        if self._proto is None:
+            raise RuntimeError(f"websocket session {self.id} has not started")
+        return self._proto
 
     async def run(self) -> None:
         metrics = self.state.metrics
@@ -105,7 +120,7 @@ class SpeechStreamSession:
         except MalformedRequest as e:
             await self._refuse(e, WS_POLICY_VIOLATION)
             return
-        self.proto = SpeechSessionProtocol(session_limits(self.state, idle_s))
+        self._proto = SpeechSessionProtocol(session_limits(self.state, idle_s))
         writer = asyncio.create_task(self._write_loop())
         timer = asyncio.create_task(self._timer_loop())
         self.state.streams.add_owner(self)
@@ -140,12 +155,15 @@ class SpeechStreamSession:
     async def cancel(self) -> None:
         self._apply(self.proto.cancel_all())
 
+    def _closed(self) -> bool:
+        return self.proto.state is SessionState.CLOSED
+
     async def _read_loop(self) -> None:
-        while self.proto.state is not SessionState.CLOSED:
+        while not self._closed():
             message = await self.ws.receive()
             if message["type"] == "websocket.disconnect":
                 return
-            if self.proto.state is SessionState.CLOSED:
+            if self._closed():
                 return  # closed by another task (idle timeout, fault) while this one waited
             if message.get("text") is not None:
                 actions = self.proto.receive_text(message["text"])
@@ -184,7 +202,7 @@ class SpeechStreamSession:
                     return
                 if isinstance(item.data, bytes):
                     await self.ws.send_bytes(item.data)
-                else:
+                elif item.data is not None:
                     await self.ws.send_text(item.data)
         except (OutboxClosed, WebSocketDisconnect, OSError):
             pass  # the session ended or the client went away

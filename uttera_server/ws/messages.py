@@ -17,6 +17,7 @@ Server -> client:
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from ..errors import InvalidJSON, InvalidType, UnknownMessageType, UtteraError
 from ..speech_params import get_number, get_str, loads_json
@@ -108,23 +109,23 @@ def decode_audio_frame(frame: bytes) -> tuple[str, bytes]:
     return frame[2 : 2 + n].decode(), frame[2 + n :]
 
 
-def started(context_id: str, sample_rate: int, fmt: str = PCM_FORMAT) -> dict:
+def started(context_id: str, sample_rate: int, fmt: str = PCM_FORMAT) -> dict[str, Any]:
     """`sample_rate`: Hz of the context's audio as encoded (48 kHz for opus, 8 kHz for mulaw)."""
     return {"type": "started", "context_id": context_id, "sample_rate": sample_rate, "format": fmt}
 
 
-def timestamps(context_id: str, words: list[WordTiming]) -> dict:
+def timestamps(context_id: str, words: list[WordTiming]) -> dict[str, Any]:
     return {"type": "timestamps", "context_id": context_id, "words": [
         {"word": w.word, "start_ms": w.start_ms, "end_ms": w.end_ms, "char_start": w.char_start,
          "char_end": w.char_end} for w in words
     ]}  # fmt: skip
 
 
-def flushed(context_id: str) -> dict:
+def flushed(context_id: str) -> dict[str, Any]:
     return {"type": "flushed", "context_id": context_id}
 
 
-def done(context_id: str, audio_ms: int, characters: int) -> dict:
+def done(context_id: str, audio_ms: int, characters: int) -> dict[str, Any]:
     return {
         "type": "done",
         "context_id": context_id,
@@ -133,12 +134,12 @@ def done(context_id: str, audio_ms: int, characters: int) -> dict:
     }
 
 
-def cancelled(context_id: str) -> dict:
+def cancelled(context_id: str) -> dict[str, Any]:
     return {"type": "cancelled", "context_id": context_id}
 
 
-def error(exc: UtteraError, context_id: str | None = None) -> dict:
-    message = {"type": "error", "code": exc.code, "message": exc.message}
+def error(exc: UtteraError, context_id: str | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"type": "error", "code": exc.code, "message": exc.message}
     if context_id is not None:
         message["context_id"] = context_id
     return message

@@ -19,6 +19,11 @@ class Outgoing:
     context_id: str | None = None  # set on audio frames, so a cancel can drop them
     close: tuple[int, str] | None = None  # (code, reason): close the socket after what is before it
 
+    @property
+    def audio_bytes(self) -> int:
+        """Bytes this item counts against the audio watermarks (audio frames only)."""
+        return len(self.data) if self.context_id is not None and self.data is not None else 0
+
 
 class OutboxClosed(Exception):
     """The writer is gone: nothing more can be sent."""
@@ -69,7 +74,7 @@ class Outbox:
             await self._nonempty.wait()
         item = self._items.popleft()
         if item.context_id is not None:
-            self._audio_bytes -= len(item.data)
+            self._audio_bytes -= item.audio_bytes
             self._maybe_resume()
         return item
 
@@ -78,7 +83,7 @@ class Outbox:
         kept = deque(i for i in self._items if i.context_id != context_id)
         dropped = len(self._items) - len(kept)
         self._items = kept
-        self._audio_bytes = sum(len(i.data) for i in kept if i.context_id is not None)
+        self._audio_bytes = sum(i.audio_bytes for i in kept)
         self._maybe_resume()
         return dropped
 

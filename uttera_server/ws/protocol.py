@@ -19,6 +19,7 @@ and the socket stays open. A server fault answers `error` and closes with 1011.
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from enum import Enum, auto
 
 from . import messages as wire
@@ -184,8 +185,8 @@ class SpeechSessionProtocol:
             return []
         now = self.clock()
         if not self._segments and now >= self._last_activity + self.limits.idle_timeout_s:
-            actions = self._end_all(Outcome.DISCONNECTED)
-            return actions + self._close(WS_NORMAL_CLOSURE, IDLE_CLOSE_REASON)
+            ended = self._end_all(Outcome.DISCONNECTED)
+            return ended + self._close(WS_NORMAL_CLOSURE, IDLE_CLOSE_REASON)
         actions: list[Action] = []
         for ctx in list(self._contexts.values()):
             actions += self._after(ctx, ctx.tick(now))
@@ -236,12 +237,12 @@ class SpeechSessionProtocol:
                 return [SendMessage(wire.error(ContextConflict(problem), ctx.id))]
         buffered = ctx.unspoken_chars + len(msg.text)
         if buffered > self.limits.max_buffered_chars:
-            e = InputTooLong(
+            too_long = InputTooLong(
                 f"context {ctx.id!r} would hold {buffered} characters of text not yet spoken; the limit is "
                 f"{self.limits.max_buffered_chars}: send text no faster than it is spoken, or split it "
                 f"into several contexts"
             )
-            return actions + self._end(ctx, Outcome.ERROR, wire.error(e, ctx.id))
+            return actions + self._end(ctx, Outcome.ERROR, wire.error(too_long, ctx.id))
         return actions + self._after(ctx, ctx.text(msg.text, self.clock()))
 
     def _on_flush(self, msg: wire.ClientMessage) -> list[Action]:
@@ -320,7 +321,7 @@ class SpeechSessionProtocol:
         return actions
 
     def _end(
-        self, ctx: ContextStream, outcome: Outcome, notice: dict | None = None, *, may_close: bool = True
+        self, ctx: ContextStream, outcome: Outcome, notice: dict[str, Any] | None = None, *, may_close: bool = True
     ) -> list[Action]:
         """Remove `ctx`: stop its synthesis (which drops its queued audio), then send `notice`, then count
         it; while draining, close the socket after the last context unless `may_close` is False."""

@@ -16,7 +16,7 @@ point back into what the client sent.
 from collections import deque
 from dataclasses import dataclass
 
-from ..frontend import Segmenter, SegmenterConfig
+from ..frontend import Segmenter, SegmenterConfig, TextSpan
 
 _SENTENCE_ENDS = tuple(".!?\u2026") + tuple(f"{end}{close}" for end in ".!?\u2026" for close in "\"')]\u201d\u2019")
 
@@ -119,13 +119,15 @@ class TextChunker:
         self._segmenter = Segmenter(self._segmenter_config)
         return chunks
 
-    def _take(self, segments) -> list[Chunk]:
+    def _take(self, segments: list[TextSpan]) -> list[Chunk]:
         chunks = []
         for seg in segments:
             start, end = self._origin + seg.start, self._origin + seg.end
             if start < self._done:
                 raise RuntimeError(f"TextChunker: a segment at {start} overlaps text already cut (up to {self._done})")
-            chunks.append(Chunk(seg.text, start, end, self._oldest()))
+            since = self._oldest()
+            assert since is not None  # a segment is non-blank pending text
+            chunks.append(Chunk(seg.text, start, end, since))
             self._skip(end - self._done)
         return chunks
 
