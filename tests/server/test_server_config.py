@@ -166,3 +166,23 @@ def test_event_loop_flag(tmp_path):
     assert build_config(build_parser().parse_args(["serve", "--model", str(tmp_path)])).event_loop == "uvloop"
     args = build_parser().parse_args(["serve", "--model", str(tmp_path), "--event-loop", "asyncio"])
     assert build_config(args) == ServerConfig(model_dir=tmp_path, event_loop="asyncio")
+
+
+def test_paced_websocket_contexts_run_one_segment_at_a_time(tmp_path):
+    """With --max-lead-s a context's next segment starts once the one before has all its audio (pacing
+    keeps that audio ahead of playback); unpaced, two segments run at once (ws/endpoint.session_limits)."""
+    from types import SimpleNamespace
+
+    from uttera_server.ws.endpoint import session_limits
+
+    def depth(args: list[str]) -> int:
+        config = build_config(build_parser().parse_args(["serve", "--model", str(tmp_path), *args]))
+        state = SimpleNamespace(
+            config=config,
+            catalog=SimpleNamespace(max_input_chars=config.max_input_chars, voices=frozenset({"default"})),
+            synth=SimpleNamespace(sample_rate=22050),
+        )
+        return session_limits(state, 60.0).pipeline_depth  # type: ignore[arg-type]  # the fields it reads
+
+    assert depth([]) == 2
+    assert depth(["--max-lead-s", "2"]) == 1

@@ -78,6 +78,11 @@ def session_limits(state: AppState, idle_timeout_s: float) -> SessionLimits:
             max_wait_ms=c.ws_max_wait_ms, min_chunk_chars=min(c.ws_min_chunk_chars, max_chars), max_chars=max_chars
         ),
         max_held_bytes=c.ws_outbox_high_bytes,
+        # Paced (--max-lead-s), a context's next segment starts when the one before has all its audio,
+        # which pacing keeps up to max_lead_s ahead of playback: time enough for its first sentence. Started
+        # earlier, it would begin with no audio ahead of it (deadline now), competing with every new
+        # stream's first sentence; on 2 CPU cores that doubled TTFA and underran (benchmarks/RESULTS.md).
+        pipeline_depth=1 if c.engine.max_lead_s is not None else 2,
     )
 
 
