@@ -15,6 +15,7 @@ frame: the length regulator gathers one hidden frame per unit and a Tile doubles
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,3 +107,46 @@ class HeartTeacher:
 
 def default_threads() -> int:
     return int(os.environ.get("OMP_NUM_THREADS", "1"))
+
+
+def resample(x: np.ndarray, sr_in: int, sr_out: int, half_width: int = 32, beta: float = 8.0) -> np.ndarray:
+    """Band-limited rational resampling (polyphase Kaiser-windowed sinc, numpy only), float32 out.
+
+    Output sample n sits at input time n * sr_in / sr_out; `floor(len(x) * sr_out / sr_in)` samples.
+    The low-pass cuts at 0.95 of the lower Nyquist frequency; each phase's taps sum to 1.
+    """
+    x = np.asarray(x, dtype=np.float32).reshape(-1)
+    if sr_in == sr_out:
+        return x.copy()
+    g = math.gcd(sr_in, sr_out)
+    up, down = sr_out // g, sr_in // g
+    cutoff = 0.95 * min(1.0, up / down)
+    taps = np.arange(-half_width + 1, half_width + 1)
+    frac = (np.arange(up) * down % up) / up
+    t = taps[None, :] - frac[:, None]  # (up, taps): distance in input samples
+    window = np.i0(beta * np.sqrt(np.clip(1.0 - (t / half_width) ** 2, 0.0, None))) / np.i0(beta)
+    h = cutoff * np.sinc(cutoff * t) * window
+    h = (h / h.sum(axis=1, keepdims=True)).astype(np.float32)
+    n_out = len(x) * up // down
+    xp = np.pad(x, (half_width, half_width + 1))
+    out = np.empty(n_out, np.float32)
+    for start in range(0, n_out, 16384):
+        n = np.arange(start, min(n_out, start + 16384))
+        idx = (n * down // up)[:, None] + taps[None, :] + half_width
+        out[start : start + len(n)] = np.einsum("nt,nt->n", xp[idx], h[n % up])
+    return out
+
+
+def units_to_frames(units: np.ndarray, sample_rate: int, hop: int) -> np.ndarray:
+    """Duration units (600 samples at 24 kHz) -> integer frames of `hop` samples at `sample_rate`.
+
+    The cumulative boundaries are converted and rounded (half up), not the single durations, so there is
+    no drift: frame boundary k = floor(cum_units[k] * 600 * sample_rate / 24000 / hop + 1/2), and the
+    frames sum to the rounded total. At 22,050 Hz, hop 256 a unit is 2.153 frames, so every unit-long
+    phoneme gets 2 or 3 frames; at 24 kHz, hop 300 it is exactly 2 frames.
+    """
+    cum = np.concatenate([[0], np.cumsum(np.asarray(units, dtype=np.int64))])
+    num = cum * UNIT * sample_rate  # exact integers; boundary = num / (SAMPLE_RATE * hop)
+    den = SAMPLE_RATE * hop
+    bounds = (2 * num + den) // (2 * den)
+    return np.diff(bounds).astype(np.int64)
