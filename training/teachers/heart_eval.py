@@ -28,10 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from training.teachers import heart
-from training.teachers.heart_phonemes import id_to_symbol, map_prompt, prompt_symbols
+from training.teachers.heart_phonemes import id_to_symbol, map_prompt, phones, prompt_symbols
 
 ROOT = Path(__file__).resolve().parents[2]
-PHONE_SKIP = set(' ˈˌ.,;:!?—…"()“”')
 
 
 def edit_distance(a: list[str] | str, b: list[str] | str) -> int:
@@ -95,8 +94,7 @@ def main() -> None:
         row = {"n": n, "text": s.normalized, "ours_ph": mapped.hib_text, "own_ph": own}
         row["ph_edits"] = edit_distance(own, mapped.hib_text)
         row["ph_ref"] = len(own)
-        own_phones = [c for c in own if c not in PHONE_SKIP]
-        ours_phones = [c for c in mapped.hib_text if c not in PHONE_SKIP]
+        own_phones, ours_phones = phones(own), phones(mapped.hib_text)
         row["phone_edits"], row["phone_ref"] = edit_distance(own_phones, ours_phones), len(own_phones)
         for who, ids in (("ours", list(mapped.hib_ids)), ("own", own_ids)):
             t0 = time.perf_counter()
