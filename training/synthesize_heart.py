@@ -28,10 +28,15 @@ import multiprocessing as mp
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from training.synthesize import HOP, save_items
+
+if TYPE_CHECKING:
+    from training.teachers.heart import HeartTeacher
+    from training.teachers.heart_phonemes import MappedPrompt
 
 SAMPLE_RATE = 22_050
 MAX_HIBARI_IDS = 510  # Kokoro's context is 512 positions
@@ -43,7 +48,7 @@ def split_frames(frames: int, n: int) -> list[int]:
     return [base + (i < extra) for i in range(n)]
 
 
-def prompt_frames(mapped, units: np.ndarray) -> np.ndarray:
+def prompt_frames(mapped: MappedPrompt, units: np.ndarray) -> np.ndarray:
     """Per-hibari-id units -> frames (hop 256, 22,050 Hz) per prompt phoneme (see the module docstring)."""
     from training.teachers.heart import units_to_frames
 
@@ -56,7 +61,9 @@ def prompt_frames(mapped, units: np.ndarray) -> np.ndarray:
     return dur
 
 
-def make_item(teacher, own_g2p, text: str, ids: list[int], table: dict[int, str], rng) -> dict:
+def make_item(
+    teacher: HeartTeacher, own_g2p: Any, text: str, ids: list[int], table: dict[int, str], rng: np.random.Generator
+) -> dict[str, Any]:
     """One utterance in synthesize.py's item layout. Raises ValueError (incl. UnmappableError) to skip it."""
     from training.teachers import heart
     from training.teachers.heart_phonemes import map_prompt, phones, prompt_symbols
@@ -82,7 +89,7 @@ def make_item(teacher, own_g2p, text: str, ids: list[int], table: dict[int, str]
     }
 
 
-def _worker(args: tuple) -> dict:
+def _worker(args: tuple[Any, ...]) -> dict[str, float]:
     k, n_workers, sentences, out_dir, deadline, flush, seed = args
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from hibari import Hibari
@@ -96,7 +103,7 @@ def _worker(args: tuple) -> dict:
     table = id_to_symbol()
     path = Path(out_dir) / f"shard_{k:02d}.npz"
     items: list[dict] = []
-    stats = {"done": 0, "skipped": 0, "mismatch": 0, "seconds_audio": 0.0, "cpu_s": 0.0}
+    stats: dict[str, float] = {"done": 0, "skipped": 0, "mismatch": 0, "seconds_audio": 0.0, "cpu_s": 0.0}
     for j in range(k, len(sentences), n_workers):
         if time.time() > deadline:
             break

@@ -24,6 +24,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,8 @@ def main() -> None:
     teacher = heart.HeartTeacher()
     own_g2p = Hibari()
     table = id_to_symbol()
-    rows, manifest = [], []
+    rows: list[dict[str, Any]] = []
+    manifest: list[dict[str, Any]] = []
     t_synth = audio_s = 0.0
     for n, line in enumerate(lines):
         sents = text_frontend.prepare(line)
@@ -113,7 +115,7 @@ def main() -> None:
     for r in rows:
         r["ours_hyp"], r["own_hyp"] = hyps[f"ours_{r['n']:03d}"], hyps[f"own_{r['n']:03d}"]
     refs = [r["text"] for r in rows]
-    summary: dict[str, object] = {
+    summary: dict[str, Any] = {
         "sentences": len(rows),
         "phoneme_edit_rate": sum(r["ph_edits"] for r in rows) / sum(r["ph_ref"] for r in rows),
         "phone_edit_rate": sum(r["phone_edits"] for r in rows) / sum(r["phone_ref"] for r in rows),
@@ -122,7 +124,7 @@ def main() -> None:
     for who in ("ours", "own"):
         summary[f"wer_{who}"] = corpus_wer(refs, [r[f"{who}_hyp"] for r in rows])
         summary[f"wer_{who}_spoken"] = corpus_wer(refs, [spoken(r[f"{who}_hyp"]) for r in rows])
-    summary["wer_ratio_ours_own"] = summary["wer_ours"] / max(summary["wer_own"], 1e-9)  # type: ignore[operator]
+    summary["wer_ratio_ours_own"] = summary["wer_ours"] / max(summary["wer_own"], 1e-9)
     print(json.dumps(summary, indent=1), flush=True)
     (out / "results.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
     if a.mos:
@@ -131,7 +133,14 @@ def main() -> None:
         (out / "results.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
 
 
-def mos_table(a, out: Path, lines: list[str], idx: list[int], teacher: heart.HeartTeacher, table) -> dict:
+def mos_table(
+    a: argparse.Namespace,
+    out: Path,
+    lines: list[str],
+    idx: list[int],
+    teacher: heart.HeartTeacher,
+    table: dict[int, str],
+) -> dict[str, dict[str, float]]:
     import torch
     from piper import PiperVoice
 
@@ -145,7 +154,7 @@ def mos_table(a, out: Path, lines: list[str], idx: list[int], teacher: heart.Hea
     model, cfg = text_frontend.teacher_paths()
     joe = PiperVoice.load(model, config_path=cfg, include_alignments=True)
     sr = voc.config.sample_rate
-    manifest = []
+    manifest: list[dict[str, Any]] = []
 
     def put(key: str, x: np.ndarray, rate: int) -> None:
         path = out / "clips" / f"mos_{key}.npy"
@@ -169,7 +178,7 @@ def mos_table(a, out: Path, lines: list[str], idx: list[int], teacher: heart.Hea
     script = ROOT / "benchmarks" / "judge_audio.py"
     subprocess.run([a.judges_python, str(script), out / "mos_manifest.json", out / "mos.json"], check=True)
     scores = json.loads((out / "mos.json").read_text())
-    table_out = {}
+    table_out: dict[str, dict[str, float]] = {}
     for stage in "abcde":
         got = [r for r in scores if r["key"].startswith(stage + "_")]
         table_out[stage] = {
