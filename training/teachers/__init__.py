@@ -1,0 +1,1 @@
+"""Teacher models other than the default voice's Piper teacher (see `training/synthesize.py`)."""
