@@ -13,9 +13,9 @@
       to the end, then `Vocoder.forward` runs once on its mel (one vocoder thread, like the server's);
       the next sentence starts while the previous one is vocoded, as in the Synthesizer.
   (c) CUDA only: (d) with the vocoder on the serving process's default CUDA stream instead of its own.
-      vLLM runs the LM in the engine-core process, so the LM's own stream cannot be shared from here;
+      vLLM runs the LM in the engine-core process, so the LM's own CUDA stream cannot be shared from here;
       this is the closest in-process variant, and "n/a on CPU" on a CPU run.
-  (d) ours: `Synthesizer.stream` (streaming, vocoding batched across streams by the VocoderWorker; on
+  (d) ours: `Synthesizer.stream` (streaming, vocoding batched across utterances by the VocoderWorker; on
       CUDA on the vocoder's own CUDA stream, as the server runs it).
   (e) engine only: the engine's mel, no vocoder at all (TTFA = first mel step; "audio" = mel frames x
       hop). Not a baseline: the reference for the LM step-time inflation that vocoding causes.
@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NAMES = {
     "a": "a sequential PyTorch, no vLLM",
     "b": "b engine, vocode after",
-    "c": "c vocoder on default stream",
+    "c": "c vocoder on default CUDA stream",
     "d": "d ours (streaming, batched)",
     "e": "e engine only, no vocoder",
 }
@@ -105,11 +105,11 @@ class Pipelines:
         if self.device == "cuda":
             if self.synth.vocoder_device != "cuda":
                 raise SystemExit(f"--device cuda: the Synthesizer's vocoder is on {self.synth.vocoder_device}")
-            self.workers["c"] = self._cuda_worker(own_stream=False)
+            self.workers["c"] = self._cuda_worker(own_cuda_stream=False)
         self.synth._worker = self.workers["d"]
         torch.manual_seed(a.seed)
 
-    def _cuda_worker(self, own_stream: bool):
+    def _cuda_worker(self, own_cuda_stream: bool):
         import torch
 
         from uttera_server.synthesis.vocoder_worker import VocoderWorker
@@ -122,8 +122,8 @@ class Pipelines:
             first_chunk_frames=self.cfg.first_chunk_frames,
             device="cuda",
         )
-        if not own_stream:
-            sv._stream = torch.cuda.default_stream(sv.device)  # (c): serialised with default-stream work
+        if not own_cuda_stream:
+            sv._cuda_stream = torch.cuda.default_stream(sv.device)  # (c): serialised with default-CUDA-stream work
         return VocoderWorker(sv, deadline_first=self.cfg.scheduling == "deadline", driver=self.cfg.vocoder_driver)
 
     async def close(self) -> None:

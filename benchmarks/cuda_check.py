@@ -2,16 +2,16 @@
 
     python -m benchmarks.cuda_check [--model voices/default] [--out cuda_check.json]
 
-1. `StreamingVocoder(device="cuda")` on the model's vocoder, 24 streams of ragged lengths pushed in
+1. `StreamingVocoder(device="cuda")` on the model's vocoder, 24 utterances of ragged lengths pushed in
    4-frame steps from a producer CUDA stream (as the LM would), against the offline CPU vocoder: SNR
-   per stream (TF32 off, so only float32 rounding differs).
+   per utterance (TF32 off, so only float32 rounding differs).
    Again with the passes as CUDA-graph replays (`cuda_graphs=True`, as served by default).
-2. `VocoderWorker` on that vocoder (its thread, its own CUDA stream, deadline ordering): 24 streams
-   fed from the event loop, each stream's PCM against the offline CPU vocoder; then the same with
+2. `VocoderWorker` on that vocoder (its thread, its own CUDA stream, deadline ordering): 24 utterances
+   fed from the event loop, each utterance's PCM against the offline CPU vocoder; then the same with
    `driver="loop"` (the event loop issues the passes), and with CUDA graphs.
-3. One batched forward of B streams x 32 frames (steady-state chunk) and x 8 frames (first chunk), TF32
+3. One batched forward of B utterances x 32 frames (steady-state chunk) and x 8 frames (first chunk), TF32
    as the server runs it, op by op and as a graph replay: median ms per pass over 20 timed passes
-   (CUDA events on the vocoder's stream, and host wall time submit -> wait), and audio-seconds vocoded
+   (CUDA events on the vocoder's CUDA stream, and host wall time submit -> wait), and audio-seconds vocoded
    per second of GPU time.
 """
 
@@ -58,21 +58,21 @@ def check_streaming(model_dir: Path, cpu: Vocoder, data: dict, graphs: bool = Fa
         cuda_graphs=graphs,
     )
     producer = torch.cuda.Stream()
-    outs: dict = {sid: [] for sid in data}
-    for sid in data:
-        sv.open(sid)
+    outs: dict = {uid: [] for uid in data}
+    for uid in data:
+        sv.open(uid)
     for t in range(0, max(len(m) for m in data.values()), 4):
         with torch.cuda.stream(producer):
-            batch = {sid: torch.from_numpy(m[t : t + 4]).cuda() * 1.0 for sid, m in data.items() if t < len(m)}
+            batch = {uid: torch.from_numpy(m[t : t + 4]).cuda() * 1.0 for uid, m in data.items() if t < len(m)}
             ready = torch.cuda.Event()
             ready.record(producer)
-        done = [sid for sid, m in data.items() if t < len(m) <= t + 4]
-        for sid, pcm in sv.submit(batch, finish=done, after=ready).wait().items():
-            outs[sid].append(pcm)
+        done = [uid for uid, m in data.items() if t < len(m) <= t + 4]
+        for uid, pcm in sv.submit(batch, finish=done, after=ready).wait().items():
+            outs[uid].append(pcm)
     snrs = []
-    for sid, mel in data.items():
-        got, ref = np.concatenate(outs[sid]), offline(cpu, mel)
-        assert got.shape == ref.shape, (sid, got.shape, ref.shape)
+    for uid, mel in data.items():
+        got, ref = np.concatenate(outs[uid]), offline(cpu, mel)
+        assert got.shape == ref.shape, (uid, got.shape, ref.shape)
         snrs.append(snr_db(ref, got))
     return {
         "streams": len(data),
@@ -96,29 +96,29 @@ async def check_worker(model_dir: Path, cpu: Vocoder, data: dict, driver: str = 
         sv.capture_graphs(32)
     worker = VocoderWorker(sv, deadline_first=True, driver=driver)
 
-    async def one(sid, mel):
-        queue = worker.open(sid, deadline=time.monotonic() + 0.01 * sid)
+    async def one(uid, mel):
+        queue = worker.open(uid, deadline=time.monotonic() + 0.01 * uid)
         for t in range(0, len(mel), 4):
-            worker.push(sid, mel[t : t + 4])
+            worker.push(uid, mel[t : t + 4])
             await asyncio.sleep(0.002)
-        worker.finish(sid)
+        worker.finish(uid)
         parts = []
         while (item := await asyncio.wait_for(queue.get(), 30)) is not None:
             assert not isinstance(item, BaseException), item
             parts.append(item)
         got, ref = np.concatenate(parts), offline(cpu, mel)
-        assert got.shape == ref.shape, (sid, got.shape, ref.shape)
+        assert got.shape == ref.shape, (uid, got.shape, ref.shape)
         return snr_db(ref, got)
 
     try:
-        snrs = await asyncio.gather(*(one(sid, mel) for sid, mel in data.items()))
+        snrs = await asyncio.gather(*(one(uid, mel) for uid, mel in data.items()))
     finally:
         worker.close()
     return {
         "streams": len(data),
         "snr_db_min": min(snrs),
         "passes": worker.batches,
-        "mean_streams_per_pass": worker.batched_streams / max(worker.batches, 1),
+        "mean_streams_per_pass": worker.batched_utterances / max(worker.batches, 1),
         "split_passes": worker.split_passes,
         "graph_passes": sv.graph_passes,
     }
@@ -139,19 +139,19 @@ def time_passes(model_dir: Path, sizes: list[int], frames: int, graphs: bool = F
             initial_capacity=b + 1,
         )
         ids = list(range(b))
-        for sid in ids:
-            sv.open(sid)
+        for uid in ids:
+            sv.open(uid)
         block = torch.randn(frames, n_mels, device="cuda") * 2 - 5
         for _ in range(3):
-            sv.submit({sid: block for sid in ids}).wait()
+            sv.submit({uid: block for uid in ids}).wait()
         host_block = block.cpu().numpy()  # as served: frames arrive from the engine process on the host
         times, walls = [], []
         for _ in range(20):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             t0 = time.perf_counter()
-            start.record(sv._stream)
-            result = sv.submit({sid: host_block for sid in ids})
-            end.record(sv._stream)
+            start.record(sv._cuda_stream)
+            result = sv.submit({uid: host_block for uid in ids})
+            end.record(sv._cuda_stream)
             result.wait()
             walls.append(1000 * (time.perf_counter() - t0))
             end.synchronize()
@@ -170,7 +170,7 @@ def time_passes(model_dir: Path, sizes: list[int], frames: int, graphs: bool = F
         )
         print(
             f"  vocoder pass  B={b:4d} x {frames:2d} frames, graphs {'on ' if graphs else 'off'}: {ms:7.3f} ms "
-            f"on the stream, {wall:7.3f} ms wall ({rows[-1]['audio_s_per_gpu_s']:.0f} audio-s per GPU-s)",
+            f"on the CUDA stream, {wall:7.3f} ms wall ({rows[-1]['audio_s_per_gpu_s']:.0f} audio-s per GPU-s)",
             flush=True,
         )
     return rows

@@ -65,7 +65,7 @@ async def decode_run(engine, ids: list[int]) -> tuple[list[float], list, float]:
 
 
 def vocoder_ms(model_dir: Path, cfg, mel, device: str, repeats: int) -> tuple[float, float]:
-    """Median ms of (first chunk of a new stream, one later chunk of chunk_frames)."""
+    """Median ms of (first chunk of a new utterance, one later chunk of chunk_frames)."""
     import numpy as np
     import torch
 

@@ -8,7 +8,7 @@ PyTorch releases the GIL around every op. When another thread of the same proces
 streams), the vocoder thread waits for the GIL after each op, up to `sys.getswitchinterval()` (5 ms by
 default). A pass made of many small ops (kernel launches on CUDA) then takes many switch intervals.
 
-Measured here: wall time of one `StreamingVocoder.step` (B streams x F frames, the server's vocoder
+Measured here: wall time of one `StreamingVocoder.step` (B utterances x F frames, the server's vocoder
 thread doing it) with the main thread (1) idle, (2) busy in pure-Python work, at the default switch
 interval and at 0.5 ms and 0.1 ms; on CUDA, op by op and as CUDA-graph replays (`--graphs off,on`).
 On CPU the network is shrunk (`--tiny`, default on CPU) so that a pass is, like a CUDA pass, mostly op
@@ -34,16 +34,16 @@ from vocoder.streaming import StreamingVocoder
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def time_passes(sv: StreamingVocoder, streams: int, frames: int, passes: int, n_mels: int) -> list[float]:
+def time_passes(sv: StreamingVocoder, utterances: int, frames: int, passes: int, n_mels: int) -> list[float]:
     rng = np.random.default_rng(0)
     block = (rng.standard_normal((frames, n_mels)) * 2 - 5).astype(np.float32)
     out = []
     for p in range(passes + 3):
-        ids = [(p, s) for s in range(streams)]
-        for sid in ids:
-            sv.open(sid)
+        ids = [(p, s) for s in range(utterances)]
+        for uid in ids:
+            sv.open(uid)
         t0 = time.perf_counter()
-        sv.step({sid: block for sid in ids}, finish=ids)
+        sv.step({uid: block for uid in ids}, finish=ids)
         if p >= 3:
             out.append(1000 * (time.perf_counter() - t0))
     return out
@@ -113,7 +113,7 @@ def main() -> None:
         ]
     idle = {r["graphs"]: r["pass_ms_p50"] for r in reversed(rows) if r["main_thread"] == "idle"}
     print(
-        f"vocoder pass, {a.streams} streams x {a.frames} frames on {a.device} "
+        f"vocoder pass, {a.streams} utterances x {a.frames} frames on {a.device} "
         f"({'model ' + str(a.model) if a.model else 'tiny network'}):"
     )
     print(f"{'graphs':6} {'main thread':12} {'switch ms':>9} {'p50 ms':>8} {'p90 ms':>8} {'p50 / idle':>10}")

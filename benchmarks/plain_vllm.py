@@ -217,7 +217,7 @@ def engine_args(a) -> dict:
             chunk_frames=config.vocoder_chunk_frames,
             first_chunk_frames=config.first_chunk_frames,
             cuda_graphs=config.vocoder_cuda_graphs,
-            max_streams=max(a.rows),
+            max_utterances=max(a.rows),
         )
     # applies the patches here only
     ours = MelEngine(VoiceModelConfig.load(a.model), config, engine_vocoder=engine_vocoder).engine_args()

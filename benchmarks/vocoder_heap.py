@@ -1,4 +1,4 @@
-"""The CPU streaming vocoder alone: seeded random streams (1-8 at once, 1-6 pushes of 1-40 frames each,
+"""The CPU streaming vocoder alone: seeded random utterances (1-8 at once, 1-6 pushes of 1-40 frames each,
 then finish), printing RSS and glibc's heap (in use / free but kept) after each round. Separates the
 vocoder's share of the serving process's RSS growth (docs/reliability.md, "Soak"). glibc only.
 
@@ -27,15 +27,15 @@ def main() -> None:
     v = Vocoder.from_dir(args.vocoder_dir)
     sv = StreamingVocoder(v, chunk_frames=32, first_chunk_frames=8, device="cpu", initial_capacity=8)
     rng, np_rng, n = random.Random(0), np.random.default_rng(0), 0
-    print(f"{'round':>5} {'streams':>8} {'RSS MB':>8} {'in use MB':>10} {'free MB':>8}")
+    print(f"{'round':>5} {'utterances':>10} {'RSS MB':>8} {'in use MB':>10} {'free MB':>8}")
     for r in range(args.rounds):
         for _ in range(args.batches):
             ids = [f"s{n + i}" for i in range(rng.randint(1, 8))]
             n += len(ids)
-            for sid in ids:
-                sv.open(sid)
+            for uid in ids:
+                sv.open(uid)
             for _ in range(rng.randint(1, 6)):
-                sv.step({sid: np_rng.standard_normal((rng.randint(1, 40), v.config.n_mels), np.float32) for sid in ids})
+                sv.step({uid: np_rng.standard_normal((rng.randint(1, 40), v.config.n_mels), np.float32) for uid in ids})
             sv.step({}, finish=ids)
         m = mallinfo2()
         print(f"{r:5d} {n:8d} {rss_mb():8.1f} {m.uordblks / 2**20:10.1f} {m.fordblks / 2**20:8.1f}", flush=True)

@@ -5,8 +5,8 @@
 
 The engine's worker hands the StreamingVocoder one `(frames_per_step, n_mels)` chunk per running row per
 step, on the step's hot path. Two ways are timed, alternated within each round:
-- `views`: one tensor view per row (`submit({sid: mel[i]})`, how the worker did it first);
-- `rows`: the step tensor once with each stream's row index (`submit(step_rows=(mel, rows))`).
+- `views`: one tensor view per row (`submit({uid: mel[i]})`, how the worker did it first);
+- `rows`: the step tensor once with each utterance's row index (`submit(step_rows=(mel, rows))`).
 Frames live on the `meta` device, so the CUDA code path's bookkeeping runs (frames kept as tensors)
 without any device work, and no vocoder pass runs (the first chunk is never reached): this measures the
 Python host work alone, the part that adds to vLLM's own ~30 us per row per step. Median over steps.
@@ -36,21 +36,21 @@ def measure(mode: str, rows: int, steps: int, frames_per_step: int = 4) -> float
     )
     sv.device = torch.device("meta")  # the device path: frames stay tensors, nothing is computed
     ids = [f"r{i}" for i in range(rows)]
-    for sid in ids:
-        sv.open(sid)
+    for uid in ids:
+        sv.open(uid)
     n_mels = vocoder.config.n_mels
     times = []
     for step in range(steps):
         mel = torch.empty((rows, frames_per_step, n_mels), device="meta")
         t0 = time.perf_counter()
         if mode == "views":
-            sv.submit({sid: mel[i] for i, sid in enumerate(ids)})
+            sv.submit({uid: mel[i] for i, uid in enumerate(ids)})
         else:
-            sv.submit({}, step_rows=(mel, {sid: i for i, sid in enumerate(ids)}))
+            sv.submit({}, step_rows=(mel, {uid: i for i, uid in enumerate(ids)}))
         times.append(time.perf_counter() - t0)
         if step % 8 == 7:  # a pass would take the queued frames every 8 steps (32-frame chunks)
-            for sid in ids:
-                st = sv._streams[sid]
+            for uid in ids:
+                st = sv._utterances[uid]
                 st.pending, st.pending_frames = [], 0
     return statistics.median(times)
 

@@ -2,18 +2,18 @@
 
 Runs in vLLM's worker (rank 0), fed by the model runner patch (gpu_model_runner.py) with each step's
 mel rows where they were computed (on the GPU: no device -> host -> device round trip), batched over
-every stream that has frames, on the vocoder's own CUDA stream (vocoder/streaming.py). PCM leaves on
+every utterance that has frames, on the vocoder's own CUDA stream (vocoder/streaming.py). PCM leaves on
 the PCM channel (pcm_wire.py) from a publisher thread, which waits for the GPU with the GIL released,
 so the worker's step loop never waits for the vocoder.
 
-A stream is one engine request that asked for PCM (`SamplingParams.extra_args[PCM_ARG]`). It is
+An utterance is one engine request that asked for PCM (`SamplingParams.extra_args[PCM_ARG]`). It is
 opened the first step its request is seen, gets a chunk of frames for every step that voiced a
 pointer, and is finished (vocoder tail flushed, `final` sent) when the scheduler reports the request
-finished, whatever the reason; a preempted request keeps its stream and resumes it.
+finished, whatever the reason; a preempted request keeps its utterance and resumes it.
 
-Streamed audio equals offline vocoding of the stream's whole mel (the StreamingVocoder contract); the
+Streamed audio equals offline vocoding of the utterance's whole mel (the StreamingVocoder contract); the
 chunk schedule is the StreamingVocoder's (first chunk after `first_chunk_frames`, then doubling up to
-`chunk_frames`), except for a stream about to run dry: once its audio sent is less than `urgent_s`
+`chunk_frames`), except for an utterance about to run dry: once its audio sent is less than `urgent_s`
 ahead of a client that started playing it at its first chunk, every pending frame goes out at the next
 step (`eager`), so a slow step (a full batch, prefills) costs a smaller chunk rather than a gap.
 """
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from uttera_server.synthesis.speed import MelTimeScale
     from vocoder.step_result import StepResult
 
-# One stream's part of a pass, for the publisher: (request id, where its PCM goes, final).
+# One utterance's part of a pass, for the publisher: (request id, where its PCM goes, final).
 _Meta = tuple[Hashable, PcmRoute, bool]
 
 log = logging.getLogger(__name__)
@@ -56,12 +56,12 @@ class EngineVocoderConfig:
     chunk_frames: int = 32
     first_chunk_frames: int = 8
     cuda_graphs: bool = False
-    max_streams: int = 32  # the engine's max_num_seqs: state slots allocated up front
-    urgent_s: float = 0.25  # a stream with less audio than this ahead of real-time playback is vocoded at once
+    max_utterances: int = 32  # the engine's max_num_seqs: state slots allocated up front
+    urgent_s: float = 0.25  # an utterance with less audio than this ahead of real-time playback is vocoded at once
 
     def __post_init__(self) -> None:
-        if min(self.chunk_frames, self.first_chunk_frames, self.max_streams) < 1 or self.urgent_s < 0:
-            raise ValueError(f"EngineVocoderConfig needs positive frame counts and streams, got {self}")
+        if min(self.chunk_frames, self.first_chunk_frames, self.max_utterances) < 1 or self.urgent_s < 0:
+            raise ValueError(f"EngineVocoderConfig needs positive frame counts and utterances, got {self}")
 
     def as_dict(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -136,17 +136,17 @@ class EngineVocoder:
             chunk_frames=config.chunk_frames,
             first_chunk_frames=config.first_chunk_frames,
             device=device,
-            initial_capacity=config.max_streams + 1 if graphs else 8,
+            initial_capacity=config.max_utterances + 1 if graphs else 8,
             cuda_graphs=graphs,
         )
         if graphs:
-            self.vocoder.capture_graphs(config.max_streams)
+            self.vocoder.capture_graphs(config.max_utterances)
         self.n_mels = self.vocoder.config.n_mels
-        # Keyed by request id (a str), which is the StreamingVocoder's stream id.
+        # Keyed by request id (a str), which is the StreamingVocoder's utterance id.
         self._routes: dict[Hashable, PcmRoute] = {}
         self._scales: dict[Hashable, MelTimeScale] = {}  # for speed != 1
         self._finishing: list[Hashable] = []
-        self._started: dict[Hashable, float] = {}  # time.monotonic() of the stream's first chunk's pass
+        self._started: dict[Hashable, float] = {}  # time.monotonic() of the utterance's first chunk's pass
         c = self.vocoder.config
         self._sample_s = 1.0 / c.sample_rate
         self._hop, self._lag = c.hop_length, self.vocoder.lag_samples
@@ -179,7 +179,7 @@ class EngineVocoder:
         if not rows and not finishing:
             return
         direct: dict[Hashable, int] = {}
-        host: dict[Hashable, np.ndarray] = {}  # speed-changed streams: resampled on the host
+        host: dict[Hashable, np.ndarray] = {}  # speed-changed utterances: resampled on the host
         for req_id, row in rows.items():
             scale = self._scales.get(req_id)
             if scale is None:
@@ -187,11 +187,11 @@ class EngineVocoder:
             else:
                 assert mel is not None  # `rows` are rows of `mel`
                 host[req_id] = scale.push(mel[row].detach().float().cpu().numpy())
-        for sid in finishing:
-            scale = self._scales.pop(sid, None)
+        for uid in finishing:
+            scale = self._scales.pop(uid, None)
             if scale is not None and (tail := scale.flush()).size:
-                head = host.get(sid)
-                host[sid] = tail if head is None or not len(head) else np.concatenate([head, tail])
+                head = host.get(uid)
+                host[uid] = tail if head is None or not len(head) else np.concatenate([head, tail])
         host = {k: v for k, v in host.items() if len(v)}
         now = time.monotonic()
         eager = self._urgent((*direct, *host), now)
@@ -200,17 +200,17 @@ class EngineVocoder:
         )
         self.passes += 1
         started, vocoder = self._started, self.vocoder
-        for sid in (*direct, *host):
-            if sid not in started and vocoder.is_open(sid) and vocoder.vocoded_frames(sid):
-                started[sid] = now
-        for sid in finishing:
-            started.pop(sid, None)
+        for uid in (*direct, *host):
+            if uid not in started and vocoder.is_open(uid) and vocoder.vocoded_frames(uid):
+                started[uid] = now
+        for uid in finishing:
+            started.pop(uid, None)
         meta = [(req_id, self._routes[req_id], False) for req_id in (*direct, *host) if req_id not in finishing]
         meta += [(req_id, self._routes.pop(req_id), True) for req_id in finishing]
         self._publisher.put(result, meta)
 
     def _urgent(self, req_ids: Collection[Hashable], now: float) -> set[Hashable]:
-        """Streams whose audio sent is less than `urgent_s` ahead of real-time playback from their first
+        """Utterances whose audio sent is less than `urgent_s` ahead of real-time playback from their first
         chunk (the chunk schedule would make them wait longer than their client can)."""
         started, vocoder, urgent_s = self._started, self.vocoder, self.config.urgent_s
         hop, lag, sample_s = self._hop, self._lag, self._sample_s

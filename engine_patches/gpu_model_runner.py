@@ -136,7 +136,7 @@ def patch() -> None:
             voc.finished(scheduler_output.finished_req_ids)
         output = original_execute(self, scheduler_output, *args, **kwargs)
         if voc is not None and output is not None:
-            voc.step()  # no sampling follows (nothing scheduled): flush finished streams now
+            voc.step()  # no sampling follows (nothing scheduled): flush finished utterances now
         return output
 
     def sample_tokens(self: GPUModelRunner, grammar_output: "GrammarOutput | None") -> RunnerOutput:

@@ -4,7 +4,7 @@ Runs on both sides of the process boundary, so it imports neither vLLM nor the s
 and msgspec. Why a channel of its own instead of vLLM's step outputs: a request's last audio (the
 vocoder's lookahead tail) exists only once the engine has finished the request, after its final
 output has left, and a per-request tensor in every `EngineCoreOutput` costs a msgpack frame per row
-per step; here one message per step per serving process carries every stream's new PCM.
+per step; here one message per step per serving process carries every utterance's new PCM.
 
 Addressing: serving process `sink` (vLLM's `client_index`) binds a PULL socket at
 `sink_address(base, sink)` before it sends any request; the worker connects one PUSH socket per sink
@@ -12,7 +12,7 @@ it sees in a request, lazily. ZMQ queues for a connecting peer, so nothing is lo
 
 Message (two frames): `header` = msgpack list of `(key, n_samples, final)` in buffer order, and
 `pcm` = the samples of all entries concatenated, int16 little-endian mono at the voice's sample
-rate. `final` marks a stream's last entry (possibly 0 samples); nothing follows it for that key.
+rate. `final` marks an utterance's last entry (possibly 0 samples); nothing follows it for that key.
 """
 
 from collections.abc import Mapping
@@ -31,7 +31,7 @@ _decoder = msgspec.msgpack.Decoder(list[tuple[str, int, bool]])
 
 @dataclass(frozen=True, slots=True)
 class PcmRoute:
-    """Where one engine request's PCM goes: `key` names the stream on serving process `sink`;
+    """Where one engine request's PCM goes: `key` names the utterance on serving process `sink`;
     `speed` resamples the mel in time before vocoding (uttera_server/speed.py)."""
 
     sink: int

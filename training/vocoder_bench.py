@@ -3,8 +3,8 @@
     python -m training.vocoder_bench [--threads 1] [--seconds 10] [--device cpu] [--json out.json]
 
 Seeded random weights at the default config (speed does not depend on the values). Prints one
-table; with --json also writes the rows. RTF < 1 is faster than real time; for N streams the audio
-seconds are summed over streams, so "x realtime" is the total throughput.
+table; with --json also writes the rows. RTF < 1 is faster than real time; for N utterances at once the audio
+seconds are summed over utterances, so "x realtime" is the total throughput.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def bench_offline(model: Vocoder, streams: int, frames: int, device: torch.device, repeats: int) -> float:
-    mel = torch.randn(streams, model.config.n_mels, frames, device=device) - 5.0
+def bench_offline(model: Vocoder, utterances: int, frames: int, device: torch.device, repeats: int) -> float:
+    mel = torch.randn(utterances, model.config.n_mels, frames, device=device) - 5.0
     with torch.inference_mode():
         model(mel)  # warm-up
         _sync(device)
@@ -39,20 +39,20 @@ def bench_offline(model: Vocoder, streams: int, frames: int, device: torch.devic
 
 
 def bench_streaming(
-    model: Vocoder, streams: int, frames: int, device: torch.device, chunk: int, per_step: int
+    model: Vocoder, utterances: int, frames: int, device: torch.device, chunk: int, per_step: int
 ) -> float:
     rng = np.random.default_rng(0)
-    mel = (rng.standard_normal((streams, frames, model.config.n_mels)) - 5.0).astype(np.float32)
+    mel = (rng.standard_normal((utterances, frames, model.config.n_mels)) - 5.0).astype(np.float32)
     with StreamingVocoder(model, chunk_frames=chunk, first_chunk_frames=4, device=device) as sv:
         sv.open("warm-up")
         sv.step({"warm-up": mel[0, :chunk]}, finish=["warm-up"])
-        for s in range(streams):
-            sv.open(s)
+        for u in range(utterances):
+            sv.open(u)
         _sync(device)
         start = time.perf_counter()
         for t in range(0, frames, per_step):
             last = t + per_step >= frames
-            sv.step({s: mel[s, t : t + per_step] for s in range(streams)}, finish=range(streams) if last else ())
+            sv.step({u: mel[u, t : t + per_step] for u in range(utterances)}, finish=range(utterances) if last else ())
         _sync(device)
     return time.perf_counter() - start
 
@@ -60,8 +60,8 @@ def bench_streaming(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    parser.add_argument("--seconds", type=float, default=10.0, help="audio seconds per stream")
-    parser.add_argument("--streams", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--seconds", type=float, default=10.0, help="audio seconds per utterance")
+    parser.add_argument("--streams", type=int, nargs="+", default=[1, 8], help="utterances vocoded at once")
     parser.add_argument("--chunk", type=int, default=16, help="streaming chunk, frames")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", default=None, help="also write the rows here")
@@ -75,15 +75,15 @@ def main() -> None:
     frames = int(args.seconds * config.sample_rate / config.hop_length)
     audio_s = frames * config.hop_length / config.sample_rate
     rows = []
-    for streams in args.streams:
-        offline = bench_offline(model, streams, frames, device, repeats=2)
-        streaming = bench_streaming(model, streams, frames, device, args.chunk, per_step=4)
+    for utterances in args.streams:
+        offline = bench_offline(model, utterances, frames, device, repeats=2)
+        streaming = bench_streaming(model, utterances, frames, device, args.chunk, per_step=4)
         for mode, secs in (("offline", offline), (f"stream chunk={args.chunk}", streaming)):
-            rtf = secs / (audio_s * streams)
+            rtf = secs / (audio_s * utterances)
             rows.append(
                 {
                     "mode": mode,
-                    "streams": streams,
+                    "streams": utterances,  # JSON keys kept: utterances vocoded at once
                     "audio_s_per_stream": round(audio_s, 2),
                     "compute_s": round(secs, 4),
                     "rtf": round(rtf, 5),

@@ -48,7 +48,7 @@ class EngineConfig:
         whole blocks, so hashing them would cost more than it saves.
     prefill_chunk_tokens: while other requests are decoding, a new request's prompt is prefilled at most
         this many phonemes per engine step (vLLM's long_prefill_token_threshold), so one long prompt
-        cannot stretch a step that every running stream waits on; a request alone prefills whole. None
+        cannot stretch a step that every running engine request waits on; a request alone prefills whole. None
         (or 0) prefills whole prompts in one step.
     enforce_eager: None picks per device: eager on CPU (on the 2-core CI machine eager decoding ran ~1.4x
         faster than torch.compile and started in 30 s instead of 75 s), compiled with CUDA graphs on GPU.

@@ -7,7 +7,7 @@ clients, launches the engine core (`launch_core_engines`), and spawns N serving 
 `AsyncLLM` client (`client_index` i of `client_count` N) running the whole app under uvicorn on ONE
 shared listening socket, so the kernel spreads connections over them; a WebSocket session or an HTTP
 stream is served wholly by the process that accepted it. With the vocoder in the engine, each serving
-process binds its own PCM sink (pcm_receiver.py) and the worker sends each stream's audio to the
+process binds its own PCM sink (pcm_receiver.py) and the worker sends each utterance's audio to the
 process that asked for it.
 
 `/metrics` reports the whole server: the serving processes share a Prometheus multiprocess directory

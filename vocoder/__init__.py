@@ -4,6 +4,6 @@ Modules (imported explicitly, so `vocoder.config` stays importable without loadi
   config.VocoderConfig      the one config, `config.json` in a vocoder directory
   mel.MelSpectrogram        the log-mel analysis the acoustic model is trained on
   model.Vocoder             offline generator; `from_dir`, `save`, `random`
-  streaming.StreamingVocoder  per-stream state, chunking, one batched forward across streams
+  streaming.StreamingVocoder  per-utterance state, chunking, one batched forward across utterances
   errors                    the exceptions raised on purpose
 """

@@ -1,4 +1,4 @@
-"""A vocoder pass's input: the pending frames of the ready streams as one right-padded mel batch.
+"""A vocoder pass's input: the pending frames of the ready utterances as one right-padded mel batch.
 
 Parts are host frames (numpy), device tensors, or `Row`s (row `row` of one engine step's
 `(R, k, n_mels)` mel, as the in-engine vocoder hands them). Device parts are gathered in a few
@@ -34,8 +34,8 @@ ToDevice = Callable[[Tensor], Tensor]
 def gather(batch: Tensor, seqs: list[list[np.ndarray | Tensor | Row]], to_device: ToDevice) -> bool:
     """Fill `batch` from device frames in a few launches (one cat of the distinct source tensors, two
     index uploads, one gather and one scatter) instead of one copy per part: the in-engine vocoder
-    hands one row per stream per engine step, hundreds per pass. Host parts may only be the zero
-    lookahead padding of a finishing stream (already zeros in `batch`); returns False, doing
+    hands one row per utterance per engine step, hundreds per pass. Host parts may only be the zero
+    lookahead padding of a finishing utterance (already zeros in `batch`); returns False, doing
     nothing, for any other mix."""
     n, n_mels = batch.shape[1], batch.shape[2]
     bases: dict[int, tuple[int, Tensor]] = {}  # id(source) -> (its first frame in the cat, source)

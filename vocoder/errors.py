@@ -8,8 +8,8 @@ generic handlers keep working.
     ├── VocoderConfigError (ValueError)   bad or inconsistent config.json / constructor arguments
     ├── VocoderCheckpointError (ValueError) model directory missing files or holding wrong tensors
     ├── FrameShapeError (ValueError)      mel frames of the wrong shape, dtype or device
-    ├── UnknownStreamError (KeyError)     a stream id that was never opened, or already closed
-    └── StreamStateError (RuntimeError)   an illegal stream transition (open twice, push after finish)
+    ├── UnknownUtteranceError (KeyError)     an utterance id that was never opened, or already closed
+    └── UtteranceStateError (RuntimeError)   an illegal utterance transition (open twice, push after finish)
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ class FrameShapeError(VocoderError, ValueError):
     """Mel frames passed to the streaming vocoder are not `(k, n_mels)` floating point."""
 
 
-class UnknownStreamError(VocoderError, KeyError):
-    """The stream id was never opened on this `StreamingVocoder`, or was already finished/cancelled."""
+class UnknownUtteranceError(VocoderError, KeyError):
+    """The utterance id was never opened on this `StreamingVocoder`, or was already finished/cancelled."""
 
     def __str__(self) -> str:  # KeyError would repr() the message; keep it readable.
         return str(self.args[0]) if self.args else ""
 
 
-class StreamStateError(VocoderError, RuntimeError):
-    """An operation is illegal in the stream's current state (e.g. opening an id that is open)."""
+class UtteranceStateError(VocoderError, RuntimeError):
+    """An operation is illegal in the utterance's current state (e.g. opening an id that is open)."""

@@ -1,4 +1,4 @@
-"""Validation of the mel frames a `StreamingVocoder` is handed: per stream, or as one engine step's tensor."""
+"""Validation of the mel frames a `StreamingVocoder` is handed: per utterance, or as one engine step's tensor."""
 
 from collections.abc import Hashable
 
@@ -12,19 +12,19 @@ Frames = np.ndarray | Tensor
 """`(k, n_mels)` natural-log mel frames, frame-major as the acoustic model's mel head emits them."""
 
 
-def as_frames(stream_id: Hashable, frames: Frames, n_mels: int, device: torch.device) -> np.ndarray | Tensor:
+def as_frames(utterance_id: Hashable, frames: Frames, n_mels: int, device: torch.device) -> np.ndarray | Tensor:
     """Validated `(k, n_mels)` frames: host frames as a float32 numpy copy (callers may reuse
     buffers; numpy calls keep the GIL), GPU frames as the tensor itself, kept by reference, so the
     producer must not overwrite them after passing them."""
     if isinstance(frames, Tensor) and frames.device.type != "cpu":
         if frames.device.type != device.type:
-            raise FrameShapeError(f"stream {stream_id!r}: frames on {frames.device}, vocoder on {device}")
-        _check_shape(stream_id, tuple(frames.shape), frames.is_floating_point(), frames.dtype, n_mels)
+            raise FrameShapeError(f"utterance {utterance_id!r}: frames on {frames.device}, vocoder on {device}")
+        _check_shape(utterance_id, tuple(frames.shape), frames.is_floating_point(), frames.dtype, n_mels)
         return frames.detach()
     if isinstance(frames, Tensor):
         frames = frames.detach().float().numpy() if frames.is_floating_point() else frames.numpy()
     a = np.asarray(frames)
-    _check_shape(stream_id, a.shape, np.issubdtype(a.dtype, np.floating), a.dtype, n_mels)
+    _check_shape(utterance_id, a.shape, np.issubdtype(a.dtype, np.floating), a.dtype, n_mels)
     return a.astype(np.float32)
 
 
@@ -40,9 +40,9 @@ def as_step(mel: Tensor, n_mels: int, device: torch.device) -> Tensor:
 
 
 def _check_shape(
-    stream_id: Hashable, shape: tuple[int, ...], floating: bool, dtype: torch.dtype | np.dtype, n_mels: int
+    utterance_id: Hashable, shape: tuple[int, ...], floating: bool, dtype: torch.dtype | np.dtype, n_mels: int
 ) -> None:
     if len(shape) != 2 or shape[1] != n_mels or not floating:
         raise FrameShapeError(
-            f"stream {stream_id!r}: frames must be floating point of shape (k, {n_mels}), got {tuple(shape)} {dtype}"
+            f"utterance {utterance_id!r}: frames must be floating point of shape (k, {n_mels}), got {tuple(shape)} {dtype}"
         )

@@ -5,7 +5,7 @@ a serving process whose event loop is busy in Python each hand-off can wait up t
 interval, so a 5 ms pass took 40-70 ms of wall time on the H200 (benchmarks/RESULTS.md, "The GIL
 convoy"). Replayed from a graph, the device work of a pass is one call.
 
-A graph has fixed shapes, so a pass is padded to a bucket: rows (streams) up to a power of two,
+A graph has fixed shapes, so a pass is padded to a bucket: rows (utterances) up to a power of two,
 frames up to a multiple of `FRAME_STEP`, at most `max_frames` (longer passes run op by op). Padding
 rows read and write a scratch state slot with no frames; padding frames are zeros past each row's
 length, which a causal pass never lets into a row's output or state (vocoder/layers.py). Each
@@ -34,7 +34,7 @@ FRAME_STEP = 8
 
 RunPass = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
 """`(mel (B, n_mels, N) float32, slots, lengths, skips (B,) int64) -> waveform (B, samples)`, reading
-and writing the streams' state slots (`StreamingVocoder._pass`)."""
+and writing the utterances' state slots (`StreamingVocoder._pass`)."""
 
 
 class Bucket:
@@ -50,7 +50,7 @@ class Bucket:
         device: torch.device,
         scratch: int,
         generation: int,
-        stream: torch.cuda.Stream | None = None,
+        cuda_stream: torch.cuda.Stream | None = None,
         pool: _POOL_HANDLE | None = None,
     ):
         self.run_pass, self.rows, self.frames, self.scratch = run_pass, rows, frames, scratch
@@ -59,10 +59,10 @@ class Bucket:
         self.meta = torch.zeros(3, rows, dtype=torch.int64, device=device)
         self.meta[0] = scratch
         self.graph: torch.cuda.CUDAGraph | None = None
-        if stream is not None:
-            self._capture(stream, pool)
+        if cuda_stream is not None:
+            self._capture(cuda_stream, pool)
 
-    def _capture(self, stream: torch.cuda.Stream, pool: _POOL_HANDLE | None) -> None:
+    def _capture(self, cuda_stream: torch.cuda.Stream, pool: _POOL_HANDLE | None) -> None:
         for _ in range(2):  # warm up (cuBLAS/cuFFT plans) on the scratch slot: lengths 0
             self.run_pass(self.mel, *self.meta)
         self.graph = torch.cuda.CUDAGraph()
@@ -71,7 +71,7 @@ class Bucket:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            with torch.cuda.graph(self.graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
+            with torch.cuda.graph(self.graph, pool=pool, stream=cuda_stream, capture_error_mode="thread_local"):
                 self.wave = self.run_pass(self.mel, *self.meta)
         finally:
             if enabled:
@@ -105,19 +105,19 @@ class PassGraphs:
         scratch: int,
         generation: Callable[[], int],
         max_frames: int,
-        stream: torch.cuda.Stream | None,
+        cuda_stream: torch.cuda.Stream | None,
     ):
         self.run_pass, self.n_mels, self.device, self.scratch = run_pass, n_mels, device, scratch
-        self.generation, self.max_frames, self.stream = generation, max_frames, stream
-        self.pool = torch.cuda.graph_pool_handle() if stream is not None else None
+        self.generation, self.max_frames, self.cuda_stream = generation, max_frames, cuda_stream
+        self.pool = torch.cuda.graph_pool_handle() if cuda_stream is not None else None
         self.buckets: dict[tuple[int, int], Bucket] = {}
 
     @property
     def capture(self) -> bool:
-        return self.stream is not None
+        return self.cuda_stream is not None
 
     def get(self, rows: int, frames: int) -> Bucket | None:
-        """The bucket of a pass of `rows` streams x `frames` frames; None past `max_frames`."""
+        """The bucket of a pass of `rows` utterances x `frames` frames; None past `max_frames`."""
         if frames > self.max_frames:
             return None
         key = (1 << max(0, rows - 1).bit_length(), -(-frames // FRAME_STEP) * FRAME_STEP)
@@ -132,18 +132,18 @@ class PassGraphs:
                 device=self.device,
                 scratch=self.scratch,
                 generation=self.generation(),
-                stream=self.stream,
+                cuda_stream=self.cuda_stream,
                 pool=self.pool,
             )
             self.buckets[key] = bucket
         return bucket
 
-    def capture_up_to(self, max_streams: int) -> int:
-        """Make every bucket of up to `max_streams` rows; returns how many exist."""
+    def capture_up_to(self, max_utterances: int) -> int:
+        """Make every bucket of up to `max_utterances` rows; returns how many exist."""
         rows = 1
         while True:
             for frames in range(FRAME_STEP, self.max_frames + 1, FRAME_STEP):
                 self.get(rows, frames)
-            if rows >= max_streams:
+            if rows >= max_utterances:
                 return len(self.buckets)
             rows *= 2

@@ -78,10 +78,10 @@ class ISTFTHead(nn.Module):
 
         Args:
             frames: `(B, n_fft, N)` windowed frames; frame j of row b lands at local sample `j * hop`.
-            valid: `(B, N)` 1.0 for real frames, 0.0 for padding and for the frames a stream
+            valid: `(B, N)` 1.0 for real frames, 0.0 for padding and for the frames an utterance
                 drops before its first real one (conv lookahead).
             tail: `(B, 2, n_fft - hop)` [signal, envelope] overlap-added so far at local samples
-                `[0, n_fft - hop)` (zeros for a new stream).
+                `[0, n_fft - hop)` (zeros for a new utterance).
             lengths: `(B,)` frames consumed by each row this chunk; row b's samples before
                 `lengths[b] * hop` are final after this call.
         Returns:

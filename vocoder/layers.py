@@ -3,15 +3,15 @@
 Every layer has two entry points that compute the same function:
 
 * `forward(x)`: offline, over a whole `(B, C, T)` sequence, zero-padded at both ends.
-* `step(x, cache, lengths)`: one chunk of a stream, given the last `kernel_size - 1` input frames
+* `step(x, cache, lengths)`: one chunk of an utterance, given the last `kernel_size - 1` input frames
   of the previous chunk (`cache`, zeros at the start). Rows of a batch may hold different numbers
   of valid frames (`lengths`); frames past a row's length are padding and only ever influence
   outputs past that length, because every conv here is causal in `step`. The returned cache is
   taken at each row's own length, so padding never leaks into the next chunk.
 
 `CausalConv1d` with `lookahead = L > 0` reads L future frames offline. In `step` it is run purely
-causally, so its outputs lag L frames behind its inputs; `Vocoder.stream_frames` zeroes the first L
-outputs of a stream and the streaming wrapper feeds L zero frames at its end to realign (identical to
+causally, so its outputs lag L frames behind its inputs; `Vocoder.forward_chunk` zeroes the first L
+outputs of an utterance and the streaming wrapper feeds L zero frames at its end to realign (identical to
 offline zero padding).
 """
 

@@ -2,7 +2,7 @@
 
 A Vocos-style generator: input conv over mel frames -> LayerNorm -> `num_layers` ConvNeXt blocks ->
 LayerNorm -> linear ISTFT head (magnitude + phase per frame) -> overlap-add. Every conv is causal
-except the input conv, which reads `lookahead` (<= 2) future frames, so a stream can be vocoded
+except the input conv, which reads `lookahead` (<= 2) future frames, so an utterance can be vocoded
 chunk by chunk with bounded latency and bit-for-bit the same arithmetic as offline
 (`vocoder/streaming.py`; `tests/vocoder/test_streaming.py` checks it).
 
@@ -74,15 +74,15 @@ class Vocoder(nn.Module):
 
     # --- streaming (used by vocoder/streaming.py) ---
     def cache_shapes(self) -> list[tuple[int, int]]:
-        """`(channels, frames)` of each per-stream conv cache, in `stream_frames` order."""
+        """`(channels, frames)` of each per-utterance conv cache, in `forward_chunk` order."""
         shapes = [(self.config.n_mels, self.embed.context)]
         shapes += [(self.config.dim, block.dwconv.context) for block in self._blocks()]
         return shapes
 
-    def stream_frames(
+    def forward_chunk(
         self, mel: Tensor, caches: list[Tensor], lengths: Tensor, valid: Tensor
     ) -> tuple[Tensor, list[Tensor]]:
-        """One chunk of several streams through the backbone and head, up to (excluding) overlap-add.
+        """One chunk of several utterances through the backbone and head, up to (excluding) overlap-add.
 
         Args:
             mel: `(B, n_mels, N)` new log-mel frames, row b valid up to `lengths[b]`.
@@ -90,7 +90,7 @@ class Vocoder(nn.Module):
             lengths: `(B,)` int64 frames fed per row.
             valid: `(B, N)` bool, True where output j of row b is a real spectral frame, i.e.
                 `j < lengths[b]` and `consumed_b + j >= lookahead` (`consumed_b` = frames the
-                stream fed before). The input conv lags `lookahead` frames, so a stream's first
+                utterance fed before). The input conv lags `lookahead` frames, so an utterance's first
                 `lookahead` outputs stand for frames before the start: zeroing them (and padding)
                 at every layer reproduces the offline zero padding of the causal convs.
         Returns:

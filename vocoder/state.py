@@ -1,11 +1,11 @@
-"""`StatePool`: the streaming vocoder's per-stream tensors, stored in slots of batched tensors.
+"""`StatePool`: the streaming vocoder's per-utterance tensors, stored in slots of batched tensors.
 
-Each stream owns one slot holding
+Each utterance owns one slot holding
   * one conv cache per streamable conv, `(C, kernel_size - 1)` input frames (model dtype), and
   * the overlap-add tail, `(2, n_fft - hop)` float32 [signal, envelope] not yet final.
 
-A step gathers the slots of the streams it vocodes into a batch (`index_select`), runs, and writes
-the new state back (`index_copy_`): a handful of kernels per step whatever the number of streams,
+A step gathers the slots of the utterances it vocodes into a batch (`index_select`), runs, and writes
+the new state back (`index_copy_`): a handful of kernels per step whatever the number of utterances,
 which matters on CUDA. Capacity doubles when all slots are taken; slots are zeroed when acquired.
 Call every method from the thread (and, on CUDA, inside the CUDA stream) that runs the vocoder.
 """

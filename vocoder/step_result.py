@@ -14,7 +14,7 @@ class StepResult:
 
     `event` is the CUDA event recorded after the PCM was copied to (pinned) host memory, or None
     on CPU (already done). `wait()` blocks the calling thread only, releasing the GIL while it
-    waits, and returns `{stream_id: float32 PCM (n,)}` at the vocoder's sample rate.
+    waits, and returns `{utterance_id: float32 PCM (n,)}` at the vocoder's sample rate.
     """
 
     __slots__ = ("ids", "event", "_audio", "_spans", "_result")
@@ -42,9 +42,9 @@ class StepResult:
                 self.event.synchronize()
             audio = self._audio.numpy() if self._audio is not None else None
             result = {}
-            for sid in self.ids:
-                row, lo, hi = self._spans.get(sid, (0, 0, 0))
-                result[sid] = (
+            for uid in self.ids:
+                row, lo, hi = self._spans.get(uid, (0, 0, 0))
+                result[uid] = (
                     audio[row, lo:hi].astype(np.float32, copy=True)
                     if hi > lo and audio is not None  # spans are only given with audio
                     else np.zeros(0, dtype=np.float32)

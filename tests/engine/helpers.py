@@ -1,4 +1,4 @@
-"""Helpers of the engine tests: prompts, collecting a stream, checking it against the reference."""
+"""Helpers of the engine tests: prompts, collecting a request's steps, checking it against the reference."""
 
 import asyncio
 import random

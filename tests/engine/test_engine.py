@@ -78,7 +78,7 @@ async def test_long_request_does_not_block_short_ones(mel_engine):
     assert all(finished[f"short{i}"] < finished["long"] for i in range(3))
 
 
-async def test_closing_the_stream_aborts_the_request_and_frees_kv(mel_engine):
+async def test_closing_the_generator_aborts_the_request_and_frees_kv(mel_engine):
     gen = mel_engine.generate(prompt(400, seed=4))
     for _ in range(5):
         await gen.__anext__()

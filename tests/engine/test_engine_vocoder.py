@@ -2,10 +2,10 @@
 engine core in its own process, the vocoder in vLLM's worker, PCM over the ZMQ channel (pcm_wire.py)
 into a `PcmReceiver` on the test's event loop.
 
-The reference of every stream is independent of the code under test: the same engine serves plain mel
+The reference of every utterance is independent of the code under test: the same engine serves plain mel
 requests (no `pcm=`), the engine is deterministic (temperature 0), so the same prompt gives the same
 mel, and `Vocoder.forward` on that whole mel, converted to int16 as the server does, is what the
-stream's PCM must be: exactly `frames * hop` samples, each within 1 LSB (float rounding between the
+utterance's PCM must be: exactly `frames * hop` samples, each within 1 LSB (float rounding between the
 batched streaming passes and the one offline pass; a lost, duplicated or misrouted chunk is thousands
 of LSB off). The vocoder's chunks (6 frames, then growing to 12) are not multiples of the 4 frames a
 step voices, so chunks straddle steps.
@@ -67,7 +67,7 @@ async def start_vocoding_engine(model_dir, config: EngineConfig) -> VocodingEngi
             sink_base=sink_base,
             chunk_frames=CHUNK_FRAMES,
             first_chunk_frames=FIRST_CHUNK_FRAMES,
-            max_streams=config.max_num_seqs,
+            max_utterances=config.max_num_seqs,
         ),
     )
     await asyncio.to_thread(engine.start)
@@ -135,7 +135,7 @@ async def mel_of(engine: MelEngine, ids: list[int], max_frames: int | None = Non
 
 
 async def drain(queue: asyncio.Queue, read_delay: float = 0.0) -> np.ndarray:
-    """A PCM stream's int16 arrays up to its `None`, concatenated."""
+    """An utterance's int16 PCM arrays up to its `None`, concatenated."""
     parts = []
     while (item := await queue.get()) is not None:
         assert isinstance(item, np.ndarray) and item.dtype == np.int16 and item.ndim == 1, item
@@ -178,8 +178,8 @@ async def test_one_request_pcm_equals_offline_vocoding(voc, vocoder):
     assert_pcm_equal(pcm, offline_pcm(vocoder, mel))
 
 
-async def test_concurrent_streams_are_not_mixed_lost_or_duplicated(voc, vocoder):
-    """8 PCM streams of different lengths, some consumers lagging, batched with the plain requests that
+async def test_concurrent_utterances_are_not_mixed_lost_or_duplicated(voc, vocoder):
+    """8 utterances of different lengths, some consumers lagging, batched with the plain requests that
     give their references (the patch routes each row of a step one way or the other)."""
     prompts = [prompt(8 + 9 * i, seed=40 + i) for i in range(8)]
     step_delays = [0.0, 0.02, 0.0, 0.0, 0.05, 0.0, 0.01, 0.0]
@@ -195,14 +195,14 @@ async def test_concurrent_streams_are_not_mixed_lost_or_duplicated(voc, vocoder)
     )
     for i, (mel, (frames, pcm, _)) in enumerate(zip(mels, results)):
         assert frames == mel.shape[0], i
-        assert_pcm_equal(pcm, offline_pcm(vocoder, mel), f"stream {i}")
+        assert_pcm_equal(pcm, offline_pcm(vocoder, mel), f"utterance {i}")
 
 
-async def test_wire_one_message_per_step_and_one_final_per_stream(voc, vocoder):
-    """The worker's side of the channel, read raw on a second sink: each message names a stream at
-    most once, a stream's entries carry its PCM in order and end with exactly one `final`, and nothing
-    follows it (checked up to a later stream's final, which the worker sends after everything earlier).
-    A stream on sink 0 runs alongside: one engine, two serving processes' sinks."""
+async def test_wire_one_message_per_step_and_one_final_per_utterance(voc, vocoder):
+    """The worker's side of the channel, read raw on a second sink: each message names an utterance at
+    most once, an utterance's entries carry its PCM in order and end with exactly one `final`, and nothing
+    follows it (checked up to a later utterance's final, which the worker sends after everything earlier).
+    An utterance on sink 0 runs alongside: one engine, two serving processes' sinks."""
     import zmq
     import zmq.asyncio
 
@@ -243,7 +243,7 @@ async def test_wire_one_message_per_step_and_one_final_per_stream(voc, vocoder):
         context.term()
 
 
-async def test_abort_mid_stream_flushes_the_stream_and_the_engine_goes_on(voc, vocoder):
+async def test_abort_mid_utterance_flushes_it_and_the_engine_goes_on(voc, vocoder):
     engine, receiver = voc.engine, voc.receiver
     ids = prompt(400, seed=3)
     queue = receiver.open("aborted")
@@ -255,7 +255,7 @@ async def test_abort_mid_stream_flushes_the_stream_and_the_engine_goes_on(voc, v
     await asyncio.wait({task})
     assert task.cancelled()
     assert engine.stats.finished["abort"] == aborts + 1
-    # The abort finished the stream in the worker: what it voiced so far, flushed, then one None.
+    # The abort finished the utterance in the worker: what it voiced so far, flushed, then one None.
     async with asyncio.timeout(scaled(30)):
         pcm = np.concatenate([first, await drain(queue)])
     assert await engine.wait_idle(scaled(30)), engine.stats
@@ -265,7 +265,7 @@ async def test_abort_mid_stream_flushes_the_stream_and_the_engine_goes_on(voc, v
     frames = pcm.shape[0] // hop
     assert FIRST_CHUNK_FRAMES <= frames < engine.model.max_steps(len(ids)) * engine.model.frames_per_step
     mel = await mel_of(engine, ids, max_frames=frames)
-    assert_pcm_equal(pcm, offline_pcm(vocoder, mel[:frames]), "aborted stream")
+    assert_pcm_equal(pcm, offline_pcm(vocoder, mel[:frames]), "aborted utterance")
 
     after = prompt(25, seed=9)
     mel = await mel_of(engine, after)
@@ -287,8 +287,8 @@ async def test_speed_scales_the_mel_before_vocoding(voc, vocoder, speed):
     assert_pcm_equal(pcm, offline_pcm(vocoder, scaled_mel), f"speed {speed}")
 
 
-async def test_preempted_streams_still_equal_offline_vocoding(engines, vocoder):
-    """Requests are preempted and recomputed while their vocoder streams stay open; each stream's PCM is
+async def test_preempted_utterances_still_equal_offline_vocoding(engines, vocoder):
+    """Requests are preempted and recomputed while their vocoder utterances stay open; each utterance's PCM is
     still its reference (from the roomy engine: the same weights and prompt give the same mel)."""
     roomy, cramped = engines
     prompts = [prompt(160, seed=100 + i) for i in range(8)]
@@ -299,7 +299,7 @@ async def test_preempted_streams_still_equal_offline_vocoding(engines, vocoder):
     assert cramped.engine.stats.preemptions > 0, "the test did not force a preemption"
     for i, (mel, (frames, pcm, _)) in enumerate(zip(mels, results)):
         assert frames == mel.shape[0], i
-        assert_pcm_equal(pcm, offline_pcm(vocoder, mel), f"preempted stream {i}")
+        assert_pcm_equal(pcm, offline_pcm(vocoder, mel), f"preempted utterance {i}")
 
 
 async def test_synthesizer_engine_vocoder_equals_frontend_vocoder(tiny_model_dir):

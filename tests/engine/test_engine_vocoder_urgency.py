@@ -1,6 +1,6 @@
 """The in-engine vocoder's chunk schedule under a clock (engine_patches/engine_vocoder.py), in this process:
 `EngineVocoder` fed step tensors as the model runner patch feeds it, its PCM read from a real ZMQ sink,
-time from a fake clock. A stream whose audio sent is less than `urgent_s` ahead of real-time playback from
+time from a fake clock. An utterance whose audio sent is less than `urgent_s` ahead of real-time playback from
 its first chunk is vocoded at every step; one that is far enough ahead waits for the doubling schedule.
 Either way, its PCM equals offline vocoding of its whole mel."""
 
@@ -34,8 +34,8 @@ def clock(monkeypatch) -> Clock:
     return c
 
 
-def run_stream(model_dir, clock: Clock, step_s: float, steps: int, urgent_s: float):
-    """One stream voiced for `steps` steps of FRAMES_PER_STEP frames, `step_s` apart on the clock, then
+def run_utterance(model_dir, clock: Clock, step_s: float, steps: int, urgent_s: float):
+    """One utterance voiced for `steps` steps of FRAMES_PER_STEP frames, `step_s` apart on the clock, then
     finished. Returns (its mel, the samples of each message in order, the PCM)."""
     base = new_sink_base()
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
@@ -49,7 +49,7 @@ def run_stream(model_dir, clock: Clock, step_s: float, steps: int, urgent_s: flo
     try:
         voc.open("r", PcmRoute(sink=0, key="r"))
         for i in range(steps):
-            voc.step(torch.from_numpy(mel[i]), {"r": 1})  # our stream is row 1 of the step tensor
+            voc.step(torch.from_numpy(mel[i]), {"r": 1})  # our utterance is row 1 of the step tensor
             clock.t += step_s
         voc.finished(["r"])
         voc.step()
@@ -81,10 +81,10 @@ def assert_exact(messages, mel, model_dir):
     assert np.abs(pcm.astype(np.int32) - want.astype(np.int32)).max() <= 1
 
 
-def test_a_stream_behind_real_time_is_vocoded_every_step(tiny_model_dir, clock):
+def test_an_utterance_behind_real_time_is_vocoded_every_step(tiny_model_dir, clock):
     # 60 ms a step for 46 ms of audio: the client drains faster than the engine fills, so after its first
-    # chunk (2 steps) the stream goes out at every step, 4 frames = 1024 samples each.
-    mel, messages = run_stream(tiny_model_dir, clock, step_s=0.060, steps=12, urgent_s=0.25)
+    # chunk (2 steps) the utterance goes out at every step, 4 frames = 1024 samples each.
+    mel, messages = run_utterance(tiny_model_dir, clock, step_s=0.060, steps=12, urgent_s=0.25)
     hop = 256
     sizes = [m.size for m in messages[:-1]]
     assert sizes[1:] == [FRAMES_PER_STEP * hop] * (len(sizes) - 1), sizes
@@ -92,11 +92,11 @@ def test_a_stream_behind_real_time_is_vocoded_every_step(tiny_model_dir, clock):
     assert_exact(messages, mel, tiny_model_dir)
 
 
-def test_a_stream_well_ahead_follows_the_doubling_schedule(tiny_model_dir, clock):
+def test_an_utterance_well_ahead_follows_the_doubling_schedule(tiny_model_dir, clock):
     # A frozen clock: generation infinitely faster than playback. Chunks of 8, 8, 16, 32 frames once the
-    # stream has 250 ms in hand (the first ~30 frames still go out every step).
-    mel, eager = run_stream(tiny_model_dir, clock, step_s=0.0, steps=24, urgent_s=0.25)
-    _, scheduled = run_stream(tiny_model_dir, clock, step_s=0.0, steps=24, urgent_s=0.0)
+    # utterance has 250 ms in hand (the first ~30 frames still go out every step).
+    mel, eager = run_utterance(tiny_model_dir, clock, step_s=0.0, steps=24, urgent_s=0.25)
+    _, scheduled = run_utterance(tiny_model_dir, clock, step_s=0.0, steps=24, urgent_s=0.0)
     assert [m.size // 256 for m in scheduled[1:-1]] == [8, 16, 32, 32], [m.size for m in scheduled]
     # eager: 1152 samples (8 frames less the lookahead) are 52 ms in hand; each 4-frame step adds 46 ms,
     # so the next 5 steps go out one by one (52 + 5 * 46 > 250), then the schedule takes over.

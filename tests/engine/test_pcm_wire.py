@@ -10,7 +10,7 @@ def test_entries_round_trip_in_order_with_empty_finals():
     rng = np.random.default_rng(0)
     entries = [
         ("a", rng.integers(-32768, 32768, 300).astype(np.int16), False),
-        ("b", np.zeros(0, np.int16), True),  # a stream whose flush had no samples left
+        ("b", np.zeros(0, np.int16), True),  # an utterance whose flush had no samples left
         ("c", np.array([-32768, 32767, 0, 1], np.int16), True),
         ("a-2", rng.integers(-32768, 32768, 7).astype(np.int16), False),
     ]

@@ -10,7 +10,7 @@ from uttera_server.frontend import (
     TextSpan,
     Segmenter,
     SegmenterConfig,
-    StreamClosedError,
+    SegmenterClosedError,
     split_sentences,
 )
 
@@ -84,9 +84,9 @@ def test_push_after_flush_fails_loudly() -> None:
     seg = Segmenter()
     seg.push("Hi.")
     seg.flush()
-    with pytest.raises(StreamClosedError):
+    with pytest.raises(SegmenterClosedError):
         seg.push("more")
-    with pytest.raises(StreamClosedError):
+    with pytest.raises(SegmenterClosedError):
         seg.flush()
 
 
@@ -107,7 +107,7 @@ def test_segments_arrive_as_soon_as_decidable() -> None:
     assert seg.flush() == [TextSpan("Next", 19, 23)]
 
 
-def _stream(text: str, cuts: list[int], config: SegmenterConfig | None = None) -> list[TextSpan]:
+def _incremental(text: str, cuts: list[int], config: SegmenterConfig | None = None) -> list[TextSpan]:
     seg = Segmenter(config)
     out: list[TextSpan] = []
     prev = 0
@@ -119,28 +119,28 @@ def _stream(text: str, cuts: list[int], config: SegmenterConfig | None = None) -
 
 LLM_TOKEN = re.compile(r" ?[A-Za-z]+| ?\d+|\s+|.", re.S)
 
-STREAM_TEXTS = [c[0] for c in CASES] + [
+INCREMENTAL_TEXTS = [c[0] for c in CASES] + [
     "The quick brown fox jumps over the lazy dog. " * 8 + "Done, really; done: yes.",
     "Dr. J. R. R. Tolkien, Ph.D., wrote 3.5 books... maybe! Who knows? Not me.\nNew line. ",
 ]
 
 
-@pytest.mark.parametrize("text", STREAM_TEXTS)
-def test_token_by_token_stream_equals_whole_text(text: str) -> None:
+@pytest.mark.parametrize("text", INCREMENTAL_TEXTS)
+def test_token_by_token_text_equals_whole_text(text: str) -> None:
     whole = split_sentences(text)
     tokens = LLM_TOKEN.findall(text)
     assert "".join(tokens) == text
     cuts = [sum(len(t) for t in tokens[:i]) for i in range(1, len(tokens))]
-    assert _stream(text, cuts) == whole
-    assert _stream(text, list(range(1, len(text)))) == whole  # character by character
+    assert _incremental(text, cuts) == whole
+    assert _incremental(text, list(range(1, len(text)))) == whole  # character by character
 
 
-STREAM_ALPHABET = st.sampled_from(list("ab AB.!?,;:\n\"')3\u2026") + ["Dr", "e.g", " J.", "..."])
+FRAGMENT_ALPHABET = st.sampled_from(list("ab AB.!?,;:\n\"')3\u2026") + ["Dr", "e.g", " J.", "..."])
 
 
 @settings(max_examples=300, deadline=None, database=None)
 @given(
-    st.lists(STREAM_ALPHABET, max_size=60).map("".join),
+    st.lists(FRAGMENT_ALPHABET, max_size=60).map("".join),
     st.lists(st.integers(min_value=0, max_value=200), max_size=20),
     st.sampled_from(
         [
@@ -153,7 +153,7 @@ STREAM_ALPHABET = st.sampled_from(list("ab AB.!?,;:\n\"')3\u2026") + ["Dr", "e.g
 @example("Dr. Smith. Hi", [3, 4], SegmenterConfig())
 def test_any_fragmentation_equals_whole_text(text: str, cuts: list[int], config: SegmenterConfig) -> None:
     whole = split_sentences(text, config)
-    assert _stream(text, [c for c in cuts if c < len(text)], config) == whole
+    assert _incremental(text, [c for c in cuts if c < len(text)], config) == whole
     covered: set[int] = set()
     last_end = 0
     for s in whole:
@@ -168,5 +168,5 @@ def test_any_fragmentation_equals_whole_text(text: str, cuts: list[int], config:
 
 @settings(max_examples=100, deadline=None, database=None)
 @given(st.text(max_size=120), st.lists(st.integers(min_value=0, max_value=120), max_size=10))
-def test_arbitrary_unicode_stream(text: str, cuts: list[int]) -> None:
-    assert _stream(text, [c for c in cuts if c < len(text)]) == split_sentences(text)
+def test_arbitrary_unicode_text(text: str, cuts: list[int]) -> None:
+    assert _incremental(text, [c for c in cuts if c < len(text)]) == split_sentences(text)

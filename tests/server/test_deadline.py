@@ -18,7 +18,7 @@ def test_later_sentences_are_due_when_the_audio_generated_so_far_has_played():
     d.first_audio = 100.08
     d.generated_s = 2.0
     assert d.at() == pytest.approx(102.08)
-    d.lead_s = 1.0  # audio buffered before this stream plays first
+    d.lead_s = 1.0  # audio buffered before this synthesis plays first
     assert d.at() == pytest.approx(103.0)
 
 

@@ -23,16 +23,16 @@ async def synth(tiny_model_dir):
     await s.close()
 
 
-async def _drain(stream):
-    async for _ in stream:
+async def _drain(chunks):
+    async for _ in chunks:
         pass
 
 
 async def test_failure_before_the_first_hand_off_reaches_the_consumer(synth, monkeypatch):
-    def broken(sid, deadline):
-        raise RuntimeError("injected: no stream")
+    def broken(utterance_id, deadline):
+        raise RuntimeError("injected: no utterance")
 
-    monkeypatch.setattr(synth, "_open_stream", broken)
+    monkeypatch.setattr(synth, "_open_utterance", broken)
     with pytest.raises(SynthesisFailed):
         await asyncio.wait_for(_drain(synth.stream("Hello there.")), scaled(30))
     monkeypatch.undo()

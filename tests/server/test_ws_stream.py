@@ -72,7 +72,7 @@ async def test_cancel_stops_audio(ws_url, http):
             [cancelled],
             [{"type": "flushed", "context_id": "default"}, cancelled],
         )
-        # a new utterance on the same socket: nothing of the cancelled one may arrive before its `started`
+        # a new context on the same socket: nothing of the cancelled one may arrive before its `started`
         await send_json(ws, type="text", text="Short.")
         await send_json(ws, type="end")
         started = await recv_json(ws)  # fails on a binary frame

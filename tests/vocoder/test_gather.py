@@ -1,5 +1,5 @@
 """`StreamingVocoder._gather`: device frames assembled into a pass's batch in three launches, as the
-in-engine vocoder feeds them (one view per stream per engine step). Checked on CPU tensors against the
+in-engine vocoder feeds them (one view per utterance per engine step). Checked on CPU tensors against the
 part-by-part assembly it replaces."""
 
 import numpy as np
@@ -49,31 +49,31 @@ def test_gather_refuses_host_frames_that_are_not_padding(tiny_vocoder, rng):
     assert not batch.any()
 
 
-def test_step_rows_stream_equals_frames_stream(tiny_vocoder, rng):
+def test_step_rows_utterance_equals_frames_utterance(tiny_vocoder, rng):
     """Feeding each step's rows by index (`submit(step_rows=)`, the in-engine vocoder's way) gives
-    exactly the PCM of feeding the same frames one array per stream."""
+    exactly the PCM of feeding the same frames one array per utterance."""
     n_mels = tiny_vocoder.config.n_mels
     by_frames = StreamingVocoder(tiny_vocoder, chunk_frames=8, first_chunk_frames=4, device="cpu")
     by_rows = StreamingVocoder(tiny_vocoder, chunk_frames=8, first_chunk_frames=4, device="cpu")
     ids = ["a", "b", "c"]
     for sv in (by_frames, by_rows):
-        for sid in ids:
-            sv.open(sid)
-    out = {sv: {sid: [] for sid in ids} for sv in (by_frames, by_rows)}
+        for uid in ids:
+            sv.open(uid)
+    out = {sv: {uid: [] for uid in ids} for sv in (by_frames, by_rows)}
     for step in range(7):
         live = ids if step < 5 else ids[:2]  # "c" ends after 5 steps
         mel = torch.from_numpy(rng.standard_normal((4, 4, n_mels)).astype(np.float32))
-        rows = {sid: (2 * i + step) % 4 for i, sid in enumerate(live)}  # rows move between steps
+        rows = {uid: (2 * i + step) % 4 for i, uid in enumerate(live)}  # rows move between steps
         finish = ["c"] if step == 5 else []
-        a = by_frames.submit({sid: mel[r].numpy() for sid, r in rows.items()}, finish=finish).wait()
+        a = by_frames.submit({uid: mel[r].numpy() for uid, r in rows.items()}, finish=finish).wait()
         b = by_rows.submit({}, finish=finish, step_rows=(mel, rows)).wait()
         for sv, pcm in ((by_frames, a), (by_rows, b)):
-            for sid, x in pcm.items():
-                out[sv][sid].append(x)
-    for sid in ids[:2]:
-        out[by_frames][sid].append(by_frames.finish(sid))
-        out[by_rows][sid].append(by_rows.finish(sid))
-    for sid in ids:
-        x, y = np.concatenate(out[by_frames][sid]), np.concatenate(out[by_rows][sid])
+            for uid, x in pcm.items():
+                out[sv][uid].append(x)
+    for uid in ids[:2]:
+        out[by_frames][uid].append(by_frames.finish(uid))
+        out[by_rows][uid].append(by_rows.finish(uid))
+    for uid in ids:
+        x, y = np.concatenate(out[by_frames][uid]), np.concatenate(out[by_rows][uid])
         assert x.shape == y.shape and x.size > 0
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-6)

@@ -6,7 +6,7 @@ import torch
 from tests.vocoder.voc_helpers import offline, random_mel, snr_db, tiny_config
 
 from vocoder.config import VocoderConfig
-from vocoder.errors import FrameShapeError, StreamStateError, UnknownStreamError, VocoderConfigError
+from vocoder.errors import FrameShapeError, UtteranceStateError, UnknownUtteranceError, VocoderConfigError
 from vocoder.model import Vocoder
 from vocoder.streaming import StreamingVocoder
 
@@ -14,52 +14,52 @@ MIN_SNR_DB = 80.0  # float32 rounding gives ~120 dB; any logic slip gives < 60 d
 
 
 def drive(sv: StreamingVocoder, mels: dict, rng: np.random.Generator, max_push: int = 9, p_push: float = 0.6) -> dict:
-    """Push random-sized pieces of every stream in interleaved batched steps, then finish all."""
-    for sid in mels:
-        sv.open(sid)
-    outs: dict = {sid: [] for sid in mels}
+    """Push random-sized pieces of every utterance in interleaved batched steps, then finish all."""
+    for uid in mels:
+        sv.open(uid)
+    outs: dict = {uid: [] for uid in mels}
     pos = dict.fromkeys(mels, 0)
     while any(pos[s] < len(m) for s, m in mels.items()):
         batch, finish = {}, []
-        for sid, mel in mels.items():
-            if pos[sid] < len(mel) and rng.random() < p_push:
+        for uid, mel in mels.items():
+            if pos[uid] < len(mel) and rng.random() < p_push:
                 k = int(rng.integers(0, max_push + 1))
-                batch[sid] = mel[pos[sid] : pos[sid] + k]
-                pos[sid] += len(batch[sid])
-                if pos[sid] == len(mel) and rng.random() < 0.5:
-                    finish.append(sid)  # finish in the same step as the last frames
-        for sid, pcm in sv.step(batch, finish=finish).items():
+                batch[uid] = mel[pos[uid] : pos[uid] + k]
+                pos[uid] += len(batch[uid])
+                if pos[uid] == len(mel) and rng.random() < 0.5:
+                    finish.append(uid)  # finish in the same step as the last frames
+        for uid, pcm in sv.step(batch, finish=finish).items():
             assert pcm.dtype == np.float32 and pcm.ndim == 1
-            outs[sid].append(pcm)
-    rest = [sid for sid in mels if sv.is_open(sid)]
-    for sid, pcm in sv.step({}, finish=rest).items():
-        outs[sid].append(pcm)
+            outs[uid].append(pcm)
+    rest = [uid for uid in mels if sv.is_open(uid)]
+    for uid, pcm in sv.step({}, finish=rest).items():
+        outs[uid].append(pcm)
     assert sv.active == []
-    return {sid: np.concatenate(chunks) for sid, chunks in outs.items()}
+    return {uid: np.concatenate(chunks) for uid, chunks in outs.items()}
 
 
 @pytest.mark.parametrize("lookahead", [0, 1, 2])
 @pytest.mark.parametrize("chunk, first", [(1, 1), (4, 4), (16, 4), (7, 2), (32, 1)])
-def test_streams_equal_offline(lookahead, chunk, first, rng):
+def test_utterances_equal_offline(lookahead, chunk, first, rng):
     model = Vocoder.random(tiny_config(lookahead=lookahead), seed=lookahead)
     mels = {f"s{i}": random_mel(rng, n) for i, n in enumerate([1, 2, 5, 23, 64, 97])}
     with StreamingVocoder(model, chunk_frames=chunk, first_chunk_frames=first, initial_capacity=2) as sv:
         got = drive(sv, mels, rng)
-    for sid, mel in mels.items():
+    for uid, mel in mels.items():
         ref = offline(model, mel)
-        assert got[sid].shape == ref.shape == (len(mel) * 256,), sid
-        assert snr_db(ref, got[sid]) > MIN_SNR_DB, sid
+        assert got[uid].shape == ref.shape == (len(mel) * 256,), uid
+        assert snr_db(ref, got[uid]) > MIN_SNR_DB, uid
 
 
-def test_default_size_vocoder_streams_equal_offline(rng):
+def test_default_size_vocoder_utterances_equal_offline(rng):
     model = Vocoder.random(VocoderConfig(), seed=0)
     mels = {0: random_mel(rng, 70), 1: random_mel(rng, 41)}
     with StreamingVocoder(model, chunk_frames=16, first_chunk_frames=4) as sv:
         got = drive(sv, mels, rng, max_push=4, p_push=1.0)
-    for sid, mel in mels.items():
+    for uid, mel in mels.items():
         ref = offline(model, mel)
-        assert got[sid].shape == ref.shape
-        assert snr_db(ref, got[sid]) > MIN_SNR_DB
+        assert got[uid].shape == ref.shape
+        assert snr_db(ref, got[uid]) > MIN_SNR_DB
 
 
 @pytest.mark.parametrize("lookahead", [0, 1, 2])
@@ -95,14 +95,14 @@ def test_first_chunk_policy(tiny_vocoder, rng):
 
 def test_ids_are_reusable_and_lifecycle_errors(tiny_vocoder, rng):
     sv = StreamingVocoder(tiny_vocoder)
-    with pytest.raises(UnknownStreamError, match="call open"):
+    with pytest.raises(UnknownUtteranceError, match="call open"):
         sv.push("x", random_mel(rng, 4))
     sv.open("x")
-    with pytest.raises(StreamStateError, match="already open"):
+    with pytest.raises(UtteranceStateError, match="already open"):
         sv.open("x")
     mel = random_mel(rng, 10)
     first = np.concatenate([sv.push("x", mel), sv.finish("x")])
-    with pytest.raises(UnknownStreamError):
+    with pytest.raises(UnknownUtteranceError):
         sv.finish("x")
     sv.open("x")  # a finished id starts afresh
     again = np.concatenate([sv.push("x", mel), sv.finish("x")])
@@ -119,20 +119,20 @@ def test_bad_frames_raise_before_any_state_changes(tiny_vocoder, rng):
         sv.step({"a": random_mel(rng, 3), "b": random_mel(rng, 3, n_mels=40)})
     with pytest.raises(FrameShapeError, match="floating point"):
         sv.step({"a": np.zeros((3, 80), dtype=np.int64)})
-    with pytest.raises(UnknownStreamError):
+    with pytest.raises(UnknownUtteranceError):
         sv.step({"a": random_mel(rng, 3)}, finish=["nope"])
     assert sv.pending_frames("a") == 0 and sv.pending_frames("b") == 0
     with pytest.raises(VocoderConfigError):
         StreamingVocoder(tiny_vocoder, chunk_frames=0)
 
 
-def test_context_managers_cancel_open_streams(tiny_vocoder, rng):
+def test_context_managers_cancel_open_utterances(tiny_vocoder, rng):
     with StreamingVocoder(tiny_vocoder) as sv:
-        with sv.stream("a"):
+        with sv.utterance("a"):
             sv.push("a", random_mel(rng, 2))
             assert sv.active == ["a"]
         assert sv.active == []
-        with sv.stream("b"):
+        with sv.utterance("b"):
             sv.finish("b")
         sv.open("c")
         sv.open("d")
@@ -141,10 +141,10 @@ def test_context_managers_cancel_open_streams(tiny_vocoder, rng):
     assert sv.active == []
 
 
-def test_step_returns_every_named_stream_and_accepts_tensors(tiny_vocoder, rng):
+def test_step_returns_every_named_utterance_and_accepts_tensors(tiny_vocoder, rng):
     sv = StreamingVocoder(tiny_vocoder, chunk_frames=8, first_chunk_frames=8)
-    for sid in "abc":
-        sv.open(sid)
+    for uid in "abc":
+        sv.open(uid)
     out = sv.step({"a": torch.from_numpy(random_mel(rng, 8)), "b": random_mel(rng, 2)}, finish=["c"])
     assert set(out) == {"a", "b", "c"}
     assert len(out["a"]) > 0 and len(out["b"]) == 0 and len(out["c"]) == 0
@@ -165,22 +165,22 @@ def no_tf32():
 def test_cuda_stream_matches_cpu_offline(rng, no_tf32):
     model = Vocoder.random(tiny_config(lookahead=2), seed=0)
     mels = {i: random_mel(rng, n) for i, n in enumerate([3, 40, 77])}
-    refs = {sid: offline(model, mel) for sid, mel in mels.items()}
+    refs = {uid: offline(model, mel) for uid, mel in mels.items()}
     producer = torch.cuda.Stream()
     with StreamingVocoder(model, chunk_frames=8, first_chunk_frames=4, device="cuda") as sv:
-        for sid in mels:
-            sv.open(sid)
-        outs = {sid: [] for sid in mels}
+        for uid in mels:
+            sv.open(uid)
+        outs = {uid: [] for uid in mels}
         for t in range(0, 80, 4):
-            with torch.cuda.stream(producer):  # the "LM" writes mel on its own stream
-                batch = {sid: torch.from_numpy(m[t : t + 4]).cuda() * 1.0 for sid, m in mels.items() if t < len(m)}
+            with torch.cuda.stream(producer):  # the "LM" writes mel on its own CUDA stream
+                batch = {uid: torch.from_numpy(m[t : t + 4]).cuda() * 1.0 for uid, m in mels.items() if t < len(m)}
                 ready = torch.cuda.Event()
                 ready.record(producer)
             result = sv.submit(batch, finish=[s for s, m in mels.items() if t < len(m) <= t + 4], after=ready)
-            for sid, pcm in result.wait().items():
-                outs[sid].append(pcm)
-    for sid, ref in refs.items():
-        got = np.concatenate(outs[sid])
+            for uid, pcm in result.wait().items():
+                outs[uid].append(pcm)
+    for uid, ref in refs.items():
+        got = np.concatenate(outs[uid])
         assert got.shape == ref.shape
         assert snr_db(ref, got) > MIN_SNR_DB
         assert result.done()
@@ -198,7 +198,7 @@ def test_queued_host_frames_are_copied(tiny_vocoder, rng):
     assert snr_db(offline(tiny_vocoder, mel), np.concatenate(out)) > MIN_SNR_DB
 
 
-def test_eager_streams_skip_the_chunk_schedule_after_their_first_chunk(tiny_vocoder, rng):
+def test_eager_utterances_skip_the_chunk_schedule_after_their_first_chunk(tiny_vocoder, rng):
     mel = random_mel(rng, 40)
     sv = StreamingVocoder(tiny_vocoder, chunk_frames=32, first_chunk_frames=8)
     sv.open("s")
@@ -218,9 +218,9 @@ def test_eager_streams_skip_the_chunk_schedule_after_their_first_chunk(tiny_voco
 @pytest.mark.parametrize("lookahead", [0, 2])
 @pytest.mark.parametrize("chunk, first", [(4, 4), (16, 4), (32, 8)])
 def test_graph_buckets_equal_offline(lookahead, chunk, first, rng):
-    """The CUDA-graph path's padding, run on CPU: every pass padded to its bucket (streams to a power
+    """The CUDA-graph path's padding, run on CPU: every pass padded to its bucket (utterances to a power
     of two on the scratch slot, frames to a multiple of 8) and run on static buffers; passes past the
-    largest bucket run eagerly. Ragged streams, state pool growing mid-run (buckets rebuilt)."""
+    largest bucket run eagerly. Ragged utterances, state pool growing mid-run (buckets rebuilt)."""
     model = Vocoder.random(tiny_config(lookahead=lookahead), seed=lookahead)
     mels = {f"s{i}": random_mel(rng, n) for i, n in enumerate([1, 2, 5, 23, 64, 97, 150])}
     with StreamingVocoder(
@@ -231,10 +231,10 @@ def test_graph_buckets_equal_offline(lookahead, chunk, first, rng):
         assert not sv.cuda_graphs
         buckets = set(sv._graphs.buckets)
     assert all(b & (b - 1) == 0 and n == 8 for b, n in buckets), buckets
-    for sid, mel in mels.items():
+    for uid, mel in mels.items():
         ref = offline(model, mel)
-        assert got[sid].shape == ref.shape == (len(mel) * 256,), sid
-        assert snr_db(ref, got[sid]) > MIN_SNR_DB, sid
+        assert got[uid].shape == ref.shape == (len(mel) * 256,), uid
+        assert snr_db(ref, got[uid]) > MIN_SNR_DB, uid
 
 
 def test_graph_options_are_checked(tiny_vocoder):
@@ -250,11 +250,11 @@ def test_graph_options_are_checked(tiny_vocoder):
 def test_cuda_graphs_match_cpu_offline(rng, no_tf32):
     model = Vocoder.random(tiny_config(lookahead=2), seed=0)
     mels = {i: random_mel(rng, n) for i, n in enumerate([3, 40, 77, 130])}
-    refs = {sid: offline(model, mel) for sid, mel in mels.items()}
+    refs = {uid: offline(model, mel) for uid, mel in mels.items()}
     with StreamingVocoder(model, chunk_frames=16, first_chunk_frames=4, device="cuda", cuda_graphs=True) as sv:
-        assert sv.capture_graphs(4) == 3 * 8  # 1, 2, 4 streams x 8..64 frames
+        assert sv.capture_graphs(4) == 3 * 8  # 1, 2, 4 utterances x 8..64 frames
         got = drive(sv, mels, rng)
         assert sv.graph_passes > 0 and sv.cuda_graphs
-    for sid, ref in refs.items():
-        assert got[sid].shape == ref.shape
-        assert snr_db(ref, got[sid]) > MIN_SNR_DB
+    for uid, ref in refs.items():
+        assert got[uid].shape == ref.shape
+        assert snr_db(ref, got[uid]) > MIN_SNR_DB

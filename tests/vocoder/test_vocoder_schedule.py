@@ -18,18 +18,18 @@ def schedule(**policy) -> VocoderSchedule:
 
 
 def opened(s: VocoderSchedule, deadlines: dict) -> VocoderSchedule:
-    for sid, deadline in deadlines.items():
-        s.open(sid, deadline)
+    for uid, deadline in deadlines.items():
+        s.open(uid, deadline)
     return s
 
 
-def everything(sids, frames=24, finish=True) -> tuple[dict, list]:
-    """Each stream's frames (ready: the chunk schedule waits for nothing more), and its finish."""
-    return {sid: Backlog(new=frames) for sid in sids}, list(sids) if finish else []
+def everything(uids, frames=24, finish=True) -> tuple[dict, list]:
+    """Each utterance's frames (ready: the chunk schedule waits for nothing more), and its finish."""
+    return {uid: Backlog(new=frames) for uid in uids}, list(uids) if finish else []
 
 
 # --- urgency ---
-def test_urgent_streams_get_a_pass_of_their_own_ahead_of_the_others():
+def test_urgent_utterances_get_a_pass_of_their_own_ahead_of_the_others():
     s = opened(schedule(urgent_margin_s=0.05), {"ahead-1": 105.0, "new": 100.0, "ahead-2": 103.0})
     plan = s.plan(100.0, *everything(["ahead-1", "new", "ahead-2"]))
     assert plan == Plan(
@@ -42,10 +42,10 @@ def test_urgent_streams_get_a_pass_of_their_own_ahead_of_the_others():
 
 
 @pytest.mark.parametrize("slack", [0.0, 10.0])
-def test_no_split_when_all_streams_are_alike(slack):
+def test_no_split_when_all_utterances_are_alike(slack):
     s = opened(schedule(), {"a": 100.0 + slack, "b": 100.0 + slack})
     (only,) = s.plan(100.0, *everything("ab")).passes
-    assert only.streams == ("a", "b") and only.finish == ("a", "b") and s.split_passes == 0
+    assert only.utterances == ("a", "b") and only.finish == ("a", "b") and s.split_passes == 0
     assert only.eager == (frozenset({"a", "b"}) if slack == 0 else frozenset())
 
 
@@ -60,9 +60,9 @@ def test_nothing_new_plans_nothing():
     assert s.plan(100.0, {"a": Backlog(held=4, to_next_chunk=4)}) == Plan()
 
 
-def test_a_stream_due_now_is_urgent():
+def test_an_utterance_due_now_is_urgent():
     s = opened(schedule(urgent_margin_s=0.05), {"a": 100.0})
-    assert s.urgent(100.0, {"a": Backlog(new=8)}) == {"a"}  # a new stream's first chunk: no slack at all
+    assert s.urgent(100.0, {"a": Backlog(new=8)}) == {"a"}  # a new utterance's first chunk: no slack at all
     assert s.urgent(100.0, {"unknown": Backlog(new=8)}) == {"unknown"}  # no deadline: due now
 
 
@@ -85,20 +85,20 @@ def test_recent_passes_widen_the_margin():
     assert s.urgent(100.0, {"a": Backlog(new=8)}) == {"a"}
 
 
-def test_an_urgent_stream_gets_its_held_frames_vocoded_at_once():
-    """A stream running out of audio does not wait for its next chunk to fill up: its frames held back by
+def test_an_urgent_utterance_gets_its_held_frames_vocoded_at_once():
+    """An utterance running out of audio does not wait for its next chunk to fill up: its frames held back by
     the chunk schedule go out eagerly with the next pass, though it brought nothing new."""
     s = opened(schedule(), {"low": 100.0, "other": 130.0})
-    streams = {"other": Backlog(new=4, to_next_chunk=4), "low": Backlog(held=4, to_next_chunk=4)}
-    assert s.plan(90.0, streams) == Plan((Pass(("other",), (), frozenset()),))  # low can wait
-    plan = s.plan(100.0, streams)  # now low's client is about to run out
+    utterances = {"other": Backlog(new=4, to_next_chunk=4), "low": Backlog(held=4, to_next_chunk=4)}
+    assert s.plan(90.0, utterances) == Plan((Pass(("other",), (), frozenset()),))  # low can wait
+    plan = s.plan(100.0, utterances)  # now low's client is about to run out
     assert plan == Plan((Pass(("low",), (), frozenset({"low"})), Pass(("other",), (), frozenset())))
-    nothing_held = {**streams, "low": Backlog(to_next_chunk=8)}
-    assert [p.streams for p in s.plan(100.0, nothing_held).passes] == [("other",)]
+    nothing_held = {**utterances, "low": Backlog(to_next_chunk=8)}
+    assert [p.utterances for p in s.plan(100.0, nothing_held).passes] == [("other",)]
 
 
 # --- deadlines ---
-def test_a_stream_gains_slack_with_the_audio_it_delivers():
+def test_an_utterance_gains_slack_with_the_audio_it_delivers():
     s = opened(schedule(), {"late": 100.0, "early": 100.0})
     s.delivered("late", 0, 101.0)  # no audio: its client has not started
     assert s.deadline("late") == 100.0
@@ -110,7 +110,7 @@ def test_a_stream_gains_slack_with_the_audio_it_delivers():
     assert s.deadline("early") == 101.0
     s.close("late")
     assert s.deadline("late") is None and s.deadline("never") is None
-    s.delivered("late", RATE, 103.0)  # a closed stream: nothing to track
+    s.delivered("late", RATE, 103.0)  # a closed utterance: nothing to track
     s.pushed("late", 8, 103.0)
     assert s.deadline("late") is None
 
@@ -155,18 +155,18 @@ def test_a_capped_pass_leaves_later_deadlines_for_the_next_pass():
     assert s.deferred_passes == 1
 
 
-def test_the_cap_counts_held_frames_keeps_one_stream_and_lets_waiting_streams_through():
+def test_the_cap_counts_held_frames_keeps_one_utterance_and_lets_waiting_utterances_through():
     s = opened(schedule(max_relaxed_frames=40), {"big": 103.0, "held": 104.0, "waits": 105.0})
-    streams = {
+    utterances = {
         "big": Backlog(new=64),  # over the cap alone: the earliest deadline goes anyway
         "held": Backlog(new=4, held=4),  # 8 frames to vocode: over the cap with the first
         "waits": Backlog(new=4, to_next_chunk=4),  # the chunk schedule holds it back: costs nothing now
     }
-    plan = s.plan(100.0, streams)
+    plan = s.plan(100.0, utterances)
     assert plan == Plan((Pass(("big", "waits"), (), frozenset()),), deferred=("held",))
 
 
-def test_urgent_streams_are_never_capped():
+def test_urgent_utterances_are_never_capped():
     s = opened(schedule(max_relaxed_frames=8), {"now": 100.0, "soon": 100.01, "later": 105.0})
     plan = s.plan(100.0, *everything(["now", "soon", "later"], frames=32, finish=False))
     assert plan == Plan((Pass(("now", "soon"), (), frozenset({"now", "soon"})), Pass(("later",), (), frozenset())))

@@ -26,7 +26,7 @@ class Clock:
 def worker_with_log(vocoder, **kwargs) -> tuple[VocoderWorker, list]:
     """A VocoderWorker driven on the event loop (`driver="loop"`: it runs nothing between the test's
     synchronous calls, so its next pass sees everything queued by then), whose StreamingVocoder records
-    the streams of every batched forward."""
+    the utterances of every batched forward."""
     sv = StreamingVocoder(vocoder, chunk_frames=8, first_chunk_frames=8)
     batches = []
     submit = sv.submit
@@ -35,7 +35,7 @@ def worker_with_log(vocoder, **kwargs) -> tuple[VocoderWorker, list]:
         batches.append(sorted(set(frames) | set(finish)))
         return submit(frames, finish=finish, **kwargs)
 
-    sv.submit = logged_submit  # type: ignore[method-assign]  # a tap that records each pass's streams
+    sv.submit = logged_submit  # type: ignore[method-assign]  # a tap that records each pass's utterances
     return VocoderWorker(sv, driver="loop", **kwargs), batches
 
 
@@ -48,23 +48,23 @@ async def drain(queue: asyncio.Queue) -> np.ndarray:
 
 
 async def feed_together(worker, mels: dict, deadlines: dict) -> dict:
-    """Open every stream and queue all its frames and its finish before the worker's next pass (no await
-    in between); returns each stream's PCM."""
-    queues = {sid: worker.open(sid, deadline=deadlines[sid]) for sid in mels}
-    for sid, mel in mels.items():
-        worker.push(sid, mel)
-        worker.finish(sid)
+    """Open every utterance and queue all its frames and its finish before the worker's next pass (no await
+    in between); returns each utterance's PCM."""
+    queues = {uid: worker.open(uid, deadline=deadlines[uid]) for uid in mels}
+    for uid, mel in mels.items():
+        worker.push(uid, mel)
+        worker.finish(uid)
     return dict(zip(queues, await asyncio.gather(*(drain(q) for q in queues.values()))))
 
 
-async def test_urgent_streams_are_vocoded_first_and_exactly(tiny_vocoder, rng):
+async def test_urgent_utterances_are_vocoded_first_and_exactly(tiny_vocoder, rng):
     worker, batches = worker_with_log(tiny_vocoder, urgent_margin_s=0.05, clock=Clock(100.0))
     try:
         mels = {"ahead-1": random_mel(rng, 24), "new": random_mel(rng, 24), "ahead-2": random_mel(rng, 24)}
         pcm = await feed_together(worker, mels, {"ahead-1": 105.0, "new": 100.0, "ahead-2": 103.0})
         assert batches == [["new"], ["ahead-1", "ahead-2"]] and worker.split_passes == 1
-        for sid, mel in mels.items():  # splitting the batch changes nothing in the audio
-            assert snr_db(offline(tiny_vocoder, mel), pcm[sid]) > 80
+        for uid, mel in mels.items():  # splitting the batch changes nothing in the audio
+            assert snr_db(offline(tiny_vocoder, mel), pcm[uid]) > 80
     finally:
         worker.close()
 
@@ -80,7 +80,7 @@ async def test_fcfs_vocodes_one_batch(tiny_vocoder, rng):
 
 
 @pytest.mark.parametrize("slack", [0.0, 10.0])
-async def test_no_split_when_all_streams_are_alike(tiny_vocoder, rng, slack):
+async def test_no_split_when_all_utterances_are_alike(tiny_vocoder, rng, slack):
     worker, batches = worker_with_log(tiny_vocoder, clock=Clock(100.0))
     try:
         mels = {"a": random_mel(rng, 16), "b": random_mel(rng, 16)}
@@ -96,8 +96,8 @@ async def test_a_capped_pass_leaves_later_deadlines_for_the_next_pass(tiny_vocod
         mels = {"a": random_mel(rng, 32), "b": random_mel(rng, 32)}
         pcm = await feed_together(worker, mels, {"a": 105.0, "b": 103.0})  # both can wait
         assert batches == [["b"], ["a"]] and worker.deferred_passes == 1  # "a" went without a new push
-        for sid, mel in mels.items():
-            assert snr_db(offline(tiny_vocoder, mel), pcm[sid]) > 80
+        for uid, mel in mels.items():
+            assert snr_db(offline(tiny_vocoder, mel), pcm[uid]) > 80
     finally:
         worker.close()
 
@@ -120,7 +120,7 @@ async def test_the_vocoder_takes_the_first_chunk_the_schedule_sizes(tiny_vocoder
 
 
 @pytest.mark.parametrize("driver", ["thread", "loop"])
-async def test_a_stream_gains_slack_with_the_audio_it_delivers(tiny_vocoder, rng, driver):
+async def test_an_utterance_gains_slack_with_the_audio_it_delivers(tiny_vocoder, rng, driver):
     clock = Clock(100.0)
     worker = VocoderWorker(
         StreamingVocoder(tiny_vocoder, chunk_frames=8, first_chunk_frames=8), driver=driver, clock=clock
@@ -138,9 +138,9 @@ async def test_a_stream_gains_slack_with_the_audio_it_delivers(tiny_vocoder, rng
 
 
 @pytest.mark.parametrize("driver", ["thread", "loop"])
-async def test_an_urgent_stream_gets_its_held_frames_vocoded_at_once(tiny_vocoder, rng, driver):
-    """A stream running out of audio does not wait for its next chunk to fill up: frames held back by
-    the chunk schedule go out with the next pass (here one that another stream's frames start)."""
+async def test_an_urgent_utterance_gets_its_held_frames_vocoded_at_once(tiny_vocoder, rng, driver):
+    """An utterance running out of audio does not wait for its next chunk to fill up: frames held back by
+    the chunk schedule go out with the next pass (here one that another utterance's frames start)."""
     clock = Clock(100.0)
     sv = StreamingVocoder(tiny_vocoder, chunk_frames=32, first_chunk_frames=8)
     worker = VocoderWorker(sv, urgent_margin_s=0.05, driver=driver, clock=clock)

@@ -141,13 +141,13 @@ class CodecEncoder(StreamEncoder):
             format=spec.container,
             options={"flush_packets": "1", "fflags": "+bitexact", **dict(spec.muxer_options)},
         )
-        stream = self._container.add_stream(
+        av_stream = self._container.add_stream(
             spec.codec, rate=self.sample_rate, layout="mono", options={"flags": "+bitexact", **dict(spec.codec_options)}
         )
-        if not isinstance(stream, av.AudioStream):
+        if not isinstance(av_stream, av.AudioStream):
             raise TypeError(f"{spec.codec} is not an audio codec")
-        self._stream = stream
-        ctx = self._stream.codec_context
+        self._av_stream = av_stream  # PyAV's stream of the container
+        ctx = self._av_stream.codec_context
         if spec.bit_rate:
             ctx.bit_rate = spec.bit_rate
         ctx.open()  # now ctx.frame_size is the codec's (0 for PCM codecs: any frame size)
@@ -170,7 +170,7 @@ class CodecEncoder(StreamEncoder):
 
     def flush(self) -> bytes:
         out = self._mux(self._resampler.resample(None))
-        for packet in self._stream.encode(None):
+        for packet in self._av_stream.encode(None):
             self._container.mux(packet)
         self.close()
         return out + self._sink.take()
@@ -182,7 +182,7 @@ class CodecEncoder(StreamEncoder):
 
     def _mux(self, frames: list[av.AudioFrame]) -> bytes:
         for frame in frames:
-            for packet in self._stream.encode(frame):
+            for packet in self._av_stream.encode(frame):
                 self._container.mux(packet)
         return self._sink.take()
 

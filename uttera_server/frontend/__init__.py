@@ -6,11 +6,11 @@
     phonemize(normalized) -> Phonemized  # ids identical to the Piper teacher's, pads removed
 
 Streaming use: feed LLM tokens to a Segmenter; for each TextSpan call
-``prepare(seg.text, offset=seg.start, allow_empty=True)`` (spans then index the whole stream).
+``prepare(seg.text, offset=seg.start, allow_empty=True)`` (spans then index the whole text).
 Training: ``teacher_text(sentence)`` (== ``sentence.normalized``) is what Piper must read.
 """
 
-from .errors import FrontendError, NothingToSpeakError, StreamClosedError
+from .errors import FrontendError, NothingToSpeakError, SegmenterClosedError
 from .g2p import Phonemized, phonemize, strip_pads, with_pads
 from .normalize import normalize
 from .spoken_text import NormalizedText, SourceWord, SpokenWord
@@ -31,7 +31,7 @@ __all__ = [
     "Sentence",
     "SourceWord",
     "SpokenWord",
-    "StreamClosedError",
+    "SegmenterClosedError",
     "en_us",
     "normalize",
     "phonemize",

@@ -13,5 +13,5 @@ class NothingToSpeakError(FrontendError):
     """The text holds no letters, digits or speakable symbols (empty, whitespace, punctuation)."""
 
 
-class StreamClosedError(RuntimeError):
+class SegmenterClosedError(RuntimeError):
     """A Segmenter was used after ``flush()`` (a programming error, not a user error)."""

@@ -1,4 +1,4 @@
-"""Sentence and clause segmentation of a text STREAM (pure: no I/O, no espeak-ng).
+"""Sentence and clause segmentation of text that arrives in pieces (pure: no I/O, no espeak-ng).
 
 ``Segmenter.push(fragment)`` accepts any fragments (LLM tokens, partial words) and returns the
 segments completed so far; ``flush()`` returns the rest. A boundary is decided only once the text it
@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from .errors import StreamClosedError
+from .errors import SegmenterClosedError
 from .lexicon import ABBREVIATIONS
 from .rules_common import CLOSERS
 
@@ -52,7 +52,8 @@ class SegmenterConfig:
 
 @dataclass(frozen=True, slots=True)
 class TextSpan:
-    """``text == stream[start:end]``: a stripped, non-empty piece of the stream (str indices)."""
+    """``text == whole[start:end]``, ``whole`` being all the text pushed: a stripped, non-empty piece of it
+    (str indices)."""
 
     text: str
     start: int
@@ -69,7 +70,7 @@ class _Wait(Exception):
 
 
 class Segmenter:
-    """Incremental segmenter; see the module docstring. Not thread-safe (one per stream)."""
+    """Incremental segmenter; see the module docstring. Not thread-safe (one per text, e.g. per WebSocket context)."""
 
     def __init__(self, config: SegmenterConfig | None = None) -> None:
         self.config = config or SegmenterConfig()
@@ -84,14 +85,14 @@ class Segmenter:
     def push(self, fragment: str) -> list[TextSpan]:
         """Append ``fragment``; return the segments it completed, in order."""
         if self.state is SegmenterState.CLOSED:
-            raise StreamClosedError("push() after flush(): start a new Segmenter for a new stream")
+            raise SegmenterClosedError("push() after flush(): start a new Segmenter for new text")
         self._buf += fragment
         return self._scan()
 
     def flush(self) -> list[TextSpan]:
-        """End of stream: return all remaining segments. The segmenter is closed afterwards."""
+        """End of the text: return all remaining segments. The segmenter is closed afterwards."""
         if self.state is SegmenterState.CLOSED:
-            raise StreamClosedError("flush() called twice")
+            raise SegmenterClosedError("flush() called twice")
         self._final = True
         out = self._scan()
         out += self._emit(self._base + len(self._buf), self._base + len(self._buf))
@@ -101,8 +102,8 @@ class Segmenter:
     # -- scanning ---------------------------------------------------------------------------
 
     def _ch(self, pos: int) -> str:
-        """Character at absolute ``pos``; "" at the end of a finished stream; raises _Wait if
-        the stream may still bring it."""
+        """Character at absolute ``pos``; "" at the end of finished text; raises _Wait if
+        more text may still bring it."""
         k = pos - self._base
         if k < len(self._buf):
             return self._buf[k]

@@ -1,5 +1,6 @@
 """Synthesis: text in, PCM and word timings out. This module is the seam between the server and the
-speech engine: what the server reads of a synthesizer, and the items a synthesis streams.
+speech engine: what the server reads of a synthesizer, and the items a synthesis (one `stream()` call)
+streams.
 
 `synthesizer.Synthesizer` is the implementation: the frontend (`uttera_server.frontend`) turns text into
 phoneme ids, `mel_engine.MelEngine` drives the patched vLLM (whose in-process code is
@@ -38,16 +39,16 @@ class VoiceInfo:
 
 @dataclass(frozen=True, slots=True)
 class AudioChunk:
-    """The next piece of a stream's audio, gapless after the previous one."""
+    """The next piece of the audio of a synthesis (one `stream()` call), gapless after the previous one."""
 
     pcm: np.ndarray  # int16, mono, shape (n,), at SpeechSynthesizer.sample_rate Hz
-    sentence: int  # index of the sentence this audio belongs to (0 for the stream's first)
+    sentence: int  # index of the sentence this audio belongs to (0 for the synthesis's first)
 
 
 @dataclass(frozen=True, slots=True)
 class WordTimings:
     """Words whose place in the audio is now known, in order; each `WordTiming` has its start and end in
-    ms from the stream's first sample, and its [char_start, char_end) span in the streamed text (plus
+    ms from the synthesis's first sample, and its [char_start, char_end) span in the synthesized text (plus
     `text_offset`)."""
 
     words: tuple[WordTiming, ...]
@@ -107,7 +108,7 @@ class SpeechSynthesizer(Protocol):
         Without `with_timestamps`, only `AudioChunk`s. With it, `WordTimings` interleaved with them: every
         word of `text`, once, in order, each as soon as the engine has moved past it (before or with its
         audio). `text_offset` is added to the words' character spans. `request_id` names the engine
-        request in logs. `lead_s`: seconds of audio the client already has buffered ahead of this stream
+        request in logs. `lead_s`: seconds of audio the client already has buffered ahead of this synthesis
         (a WebSocket context's earlier segments), for deadline scheduling.
 
         Closing the iterator (`aclose`, cancelling the task that drives it) aborts the engine request.

@@ -239,7 +239,7 @@ class MelEngine:
 
     def _dtype(self) -> Dtype:
         """`auto` is the checkpoint's dtype (fp16 for shipped voices) except on CPU, where fp16 matmuls
-        are emulated: at 8 streams the default voice decoded 207 steps/s in fp16, 400 in fp32 and 429
+        are emulated: at 8 concurrent requests the default voice decoded 207 steps/s in fp16, 400 in fp32 and 429
         in bf16 here; fp32 keeps the engine's mel identical to training-time inference."""
         if self.config.dtype != "auto":
             return self.config.dtype
@@ -282,7 +282,7 @@ class MelEngine:
         `deadline` (time.monotonic()) is when the client runs out of audio without this request: now for
         a request's first sentence; it orders waiting requests under `scheduling="deadline"`.
         `stream_interval`: this request's, instead of `EngineConfig.stream_interval`.
-        `pcm`: vocode in the engine and send the PCM to `pcm.sink` as stream `pcm.key` (needs an
+        `pcm`: vocode in the engine and send the PCM to `pcm.sink` as utterance `pcm.key` (needs an
         engine started with `engine_vocoder`); the steps then carry the pointer only (`mel` None)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt

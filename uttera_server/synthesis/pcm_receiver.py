@@ -1,9 +1,9 @@
 """The serving process's end of the PCM channel (engine_patches/pcm_wire.py).
 
 One PULL socket, bound before any request is sent, read by one task on the event loop: each message
-is one engine step's new PCM for the streams of this process, sliced (no copy) into the queue of each
-stream. A queue gets int16 arrays, then `None` after the stream's final entry; an unknown key (a
-stream its consumer already dropped) is ignored.
+is one engine step's new PCM for the utterances of this process, sliced (no copy) into the queue of each
+utterance. A queue gets int16 arrays, then `None` after the utterance's final entry; an unknown key (an
+utterance its consumer already dropped) is ignored.
 """
 
 import asyncio
@@ -49,7 +49,7 @@ class PcmReceiver:
         return self._task is not None and not self._task.done()
 
     def open(self, key: str) -> PcmQueue:
-        """The queue of stream `key`'s PCM (read-only int16 arrays, then None); open it before its
+        """The queue of utterance `key`'s PCM (read-only int16 arrays, then None); open it before its
         request starts. A request aborted before the engine ever scheduled it sends nothing, not even
         its final None: after an abort, `drop` the key instead of waiting."""
         if self.error is not None:

@@ -1,4 +1,4 @@
-"""Speaking-rate change on the mel stream, before the vocoder.
+"""Speaking-rate change on an utterance's mel, before the vocoder.
 
 `MelTimeScale(speed)` resamples log-mel frames in time by linear interpolation: output frame j sits at
 input frame position `j * speed`, so speed 2.0 halves the duration and keeps the pitch (the vocoder
@@ -42,7 +42,7 @@ class MelTimeScale:
         return _interp(window, pos)
 
     def flush(self) -> np.ndarray:
-        """Frames still owed at the end of the stream (the final position, if any)."""
+        """Frames still owed at the end of the utterance (the final position, if any)."""
         if self.speed == 1.0 or self._tail is None:
             return np.zeros((0, 0), np.float32)
         last = self._received - 1

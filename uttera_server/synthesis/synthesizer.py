@@ -2,11 +2,11 @@
 
 `Synthesizer.stream()` validates the request synchronously (so a server can answer 4xx before any
 audio), then returns an async iterator of `AudioChunk`s (and, with `with_timestamps=True`, of
-`WordTimings` too, each one before or with the audio it describes). Sentences are generated one after another by
+`WordTimings` too, each one before or with the audio it describes). Sentences (one utterance, one engine request each) are generated one after another by
 a producer task that runs ahead of the consumer: the next sentence's engine request starts as soon as
 the previous one has generated its last step, while its audio is still being vocoded and sent. Closing
 the iterator (or cancelling its task) cancels the producer, which aborts the engine request, and drops
-the vocoder streams.
+its utterances from the vocoder.
 """
 
 import asyncio
@@ -98,7 +98,7 @@ class Synthesizer:
                 chunk_frames=engine.vocoder_chunk_frames,
                 first_chunk_frames=engine.first_chunk_frames,
                 cuda_graphs=engine.vocoder_cuda_graphs,
-                max_streams=engine.max_num_seqs,
+                max_utterances=engine.max_num_seqs,
             )
         self._engine = MelEngine(self.model, engine, engine_vocoder=engine_vocoder, client=client)
         self._worker: VocoderWorker | None = None
@@ -225,9 +225,9 @@ class Synthesizer:
 
         With `with_timestamps`, `WordTimings` items are interleaved with the chunks: every word of `text`
         as written (`Sentence.words`), once, in order, each sent once the engine's pointer has moved past
-        it (so before or with its audio), times in ms from the first sample of this stream. Character
+        it (so before or with its audio), times in ms from the first sample of this synthesis. Character
         spans are indices into `text` plus `text_offset`. `lead_s`: audio the client already has
-        buffered ahead of this stream (a WebSocket context's earlier segments), for deadline scheduling.
+        buffered ahead of this synthesis (a WebSocket context's earlier segments), for deadline scheduling.
         """
         self.validate(text, voice, speed)
         if not self.is_ready():
@@ -300,21 +300,22 @@ class Synthesizer:
                 producer.cancel()  # aborts the engine request
                 # Wait for it, but let a cancellation of this consumer itself propagate.
                 await asyncio.wait({producer})
-            for sid in opened:
-                self._drop_stream(sid)
+            for utterance_id in opened:
+                self._drop_utterance(utterance_id)
 
-    def _open_stream(self, sid: str, deadline: float) -> PcmQueue:
+    def _open_utterance(self, utterance_id: str, deadline: float) -> PcmQueue:
+        """The queue of one utterance's PCM, from the PCM channel or this process's vocoder worker."""
         if self._receiver is not None:
-            return self._receiver.open(sid)
+            return self._receiver.open(utterance_id)
         assert self._worker is not None  # one of the two stages runs once started
-        queue: PcmQueue = self._worker.open(sid, deadline=deadline)
+        queue: PcmQueue = self._worker.open(utterance_id, deadline=deadline)
         return queue
 
-    def _drop_stream(self, sid: str) -> None:
+    def _drop_utterance(self, utterance_id: str) -> None:
         if self._receiver is not None:
-            self._receiver.drop(sid)
+            self._receiver.drop(utterance_id)
         elif self._worker is not None:
-            self._worker.cancel(sid)
+            self._worker.cancel(utterance_id)
 
     async def _produce(
         self,
@@ -343,21 +344,21 @@ class Synthesizer:
                     ahead = deadline.at() - time.monotonic()
                     if ahead > max_lead:
                         await asyncio.sleep(ahead - max_lead)
-                sid = f"{request_id}-{index}-{next(self._ids)}"
+                utterance_id = f"{request_id}-{index}-{next(self._ids)}"  # also its engine request id
                 due = deadline.at()
-                pcm_queue = self._open_stream(sid, due)
-                opened.append(sid)
+                pcm_queue = self._open_utterance(utterance_id, due)
+                opened.append(utterance_id)
                 handoff.put_nowait((index, pcm_queue))
                 clock = SentenceWordClock(sentence.phoneme_words, sentence.words, step_ms) if with_timestamps else None
                 if self._receiver is not None:
-                    frames_out = await self._engine_vocoded(sentence, sid, due, speed, clock, pcm_queue)
+                    frames_out = await self._engine_vocoded(sentence, utterance_id, due, speed, clock, pcm_queue)
                 else:
-                    frames_out = await self._vocoded_here(sentence, sid, due, speed, clock, pcm_queue)
+                    frames_out = await self._vocoded_here(sentence, utterance_id, due, speed, clock, pcm_queue)
                 deadline.generated_s += frames_out * m.frame_ms / 1000.0
                 if clock is not None and (words := clock.finish(frames_out * m.frame_ms)):
                     pcm_queue.put_nowait(words)
                 if self._worker is not None and self._receiver is None:
-                    self._worker.finish(sid)
+                    self._worker.finish(utterance_id)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -367,7 +368,7 @@ class Synthesizer:
     async def _vocoded_here(
         self,
         sentence: "Sentence",
-        sid: str,
+        utterance_id: str,
         due: float,
         speed: float,
         clock: SentenceWordClock | None,
@@ -377,24 +378,24 @@ class Synthesizer:
         assert self._worker is not None  # vocoder_process == "frontend"
         scale = MelTimeScale(speed)
         frames_out = 0
-        async for step in self._engine.generate(sentence.phoneme_ids, request_id=sid, deadline=due):
+        async for step in self._engine.generate(sentence.phoneme_ids, request_id=utterance_id, deadline=due):
             if clock is not None and (words := clock.step(step.pointer)):
                 pcm_queue.put_nowait(words)
             assert step.mel is not None  # the engine sends mel when the vocoder runs here
             frames = scale.push(step.mel)
             if frames.shape[0]:
                 frames_out += frames.shape[0]
-                self._worker.push(sid, frames)
+                self._worker.push(utterance_id, frames)
         tail = scale.flush()
         if tail.size:
             frames_out += tail.shape[0]
-            self._worker.push(sid, tail)
+            self._worker.push(utterance_id, tail)
         return frames_out
 
     async def _engine_vocoded(
         self,
         sentence: "Sentence",
-        sid: str,
+        utterance_id: str,
         due: float,
         speed: float,
         clock: SentenceWordClock | None,
@@ -405,8 +406,8 @@ class Synthesizer:
         from engine_patches.pcm_wire import PcmRoute
 
         steps = 0
-        route = PcmRoute(sink=self.sink, key=sid, speed=speed)
-        async for step in self._engine.generate(sentence.phoneme_ids, request_id=sid, deadline=due, pcm=route):
+        route = PcmRoute(sink=self.sink, key=utterance_id, speed=speed)
+        async for step in self._engine.generate(sentence.phoneme_ids, request_id=utterance_id, deadline=due, pcm=route):
             steps += 1
             if clock is not None and (words := clock.step(step.pointer)):
                 pcm_queue.put_nowait(words)

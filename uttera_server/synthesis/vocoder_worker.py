@@ -2,12 +2,12 @@
 
 One worker thread owns a `vocoder.streaming.StreamingVocoder`. The event loop only queues work
 (`open`, `push`, `finish`, `cancel`: cheap, never blocking); the thread takes everything queued since
-its last pass and vocodes every ready stream in ONE batched forward (`StreamingVocoder.submit`), so
+its last pass and vocodes every ready utterance in ONE batched forward (`StreamingVocoder.submit`), so
 while it works the engine keeps stepping, and frames that arrive meanwhile join the next batch. On CUDA
 the vocoder runs on its own CUDA stream (see vocoder/streaming.py); on CPU torch kernels release the
 GIL, and the thread gets its own intra-op thread count.
 
-PCM is delivered to each stream's `asyncio.Queue` as float32 arrays; `None` marks the end of a stream.
+PCM is delivered to each utterance's `asyncio.Queue` as float32 arrays; `None` marks the end of an utterance.
 
 `driver="loop"` runs the same passes without the thread: a task on the event loop issues the vocoder's
 ops itself, and only waits for CUDA work off the loop (`asyncio.to_thread`). PyTorch releases the GIL
@@ -16,7 +16,7 @@ event loop is busy (`benchmarks/gil_convoy.py`: 38-91x its idle time at Python's
 interval); on the loop there is no hand-off. On CPU the loop then computes the whole pass itself
 (nothing else runs meanwhile), so the thread stays the default there.
 
-Which streams a pass vocodes, and when the first chunk may grow, is `VocoderSchedule`'s decision
+Which utterances a pass vocodes, and when the first chunk may grow, is `VocoderSchedule`'s decision
 (vocoder_schedule.py: first-chunk priority under `deadline_first=True`); this module only feeds it what
 happened (opens, pushes, deliveries, pass times, on `clock`) and runs the passes its `Plan` lists.
 """
@@ -41,9 +41,9 @@ from .vocoder_schedule import Backlog, Plan, VocoderSchedule
 
 log = logging.getLogger(__name__)
 
-# Everything queued since the last pass: opened streams, frames per stream, finishes, cancels.
+# Everything queued since the last pass: opened utterances, frames per utterance, finishes, cancels.
 _Taken: TypeAlias = tuple[list[Hashable], dict[Hashable, list[np.ndarray]], list[Hashable], list[Hashable]]
-# One vocoder pass to run: frames per stream, streams to finish, streams to send out eagerly.
+# One vocoder pass to run: frames per utterance, utterances to finish, utterances to send out eagerly.
 _Pass: TypeAlias = tuple[dict[Hashable, np.ndarray], list[Hashable], frozenset[Hashable]]
 
 
@@ -87,8 +87,8 @@ class VocoderWorker:
         self._stopping = False
         self._error: BaseException | None = None
         self.batches = 0  # vocoder forwards run (for metrics and tests)
-        self.batched_streams = 0  # sum over forwards of streams in the batch
-        self.trace: list[tuple[float, float, int]] | None = None  # set to [] to record (start, end, streams)
+        self.batched_utterances = 0  # sum over forwards of utterances in the batch
+        self.trace: list[tuple[float, float, int]] | None = None  # set to [] to record (start, end, utterances)
         self._thread: threading.Thread | None = None
         self._task: asyncio.Task[None] | None = None
         if driver == "thread":
@@ -106,7 +106,7 @@ class VocoderWorker:
 
     @property
     def split_passes(self) -> int:
-        """Passes that vocoded urgent streams ahead of the others."""
+        """Passes that vocoded urgent utterances ahead of the others."""
         return self.schedule.split_passes
 
     @property
@@ -128,40 +128,40 @@ class VocoderWorker:
                 self._loop.call_soon_threadsafe(self._wake.set)
 
     # --- called from the event loop ---
-    def open(self, stream_id: Hashable, deadline: float | None = None) -> PcmQueue:
-        """Start a stream; its PCM chunks (then `None`) arrive on the returned queue. `deadline`
+    def open(self, utterance_id: Hashable, deadline: float | None = None) -> PcmQueue:
+        """Start an utterance; its PCM chunks (then `None`) arrive on the returned queue. `deadline`
         (on `clock`, time.monotonic() by default): when its client runs out of audio without it; default now."""
         queue: PcmQueue = asyncio.Queue()
         with self._cv:
             if self._error is not None:
                 raise RuntimeError("vocoder worker failed") from self._error
-            self._queues[stream_id] = (asyncio.get_running_loop(), queue)
-            self.schedule.open(stream_id, self._clock() if deadline is None else deadline)
-            self._open.append(stream_id)
+            self._queues[utterance_id] = (asyncio.get_running_loop(), queue)
+            self.schedule.open(utterance_id, self._clock() if deadline is None else deadline)
+            self._open.append(utterance_id)
             self._notify()
         return queue
 
-    def push(self, stream_id: Hashable, frames: np.ndarray) -> None:
+    def push(self, utterance_id: Hashable, frames: np.ndarray) -> None:
         """Queue `(k, n_mels)` log-mel frames."""
         now = self._clock()
         with self._cv:
-            self.schedule.pushed(stream_id, frames.shape[0], now)
-            self._frames[stream_id].append(frames)
+            self.schedule.pushed(utterance_id, frames.shape[0], now)
+            self._frames[utterance_id].append(frames)
             self._notify()
 
-    def finish(self, stream_id: Hashable) -> None:
+    def finish(self, utterance_id: Hashable) -> None:
         """No more frames: vocode what is left, then deliver `None`."""
         with self._cv:
-            self._finish.append(stream_id)
+            self._finish.append(utterance_id)
             self._notify()
 
-    def cancel(self, stream_id: Hashable) -> None:
-        """Drop the stream and whatever it has queued; nothing more is delivered."""
+    def cancel(self, utterance_id: Hashable) -> None:
+        """Drop the utterance and whatever it has queued; nothing more is delivered."""
         with self._cv:
-            self._queues.pop(stream_id, None)
-            self._frames.pop(stream_id, None)
-            self.schedule.close(stream_id)
-            self._cancel.append(stream_id)
+            self._queues.pop(utterance_id, None)
+            self._frames.pop(utterance_id, None)
+            self.schedule.close(utterance_id)
+            self._cancel.append(utterance_id)
             self._notify()
 
     def close(self) -> None:
@@ -186,7 +186,7 @@ class VocoderWorker:
         return taken
 
     def _fail(self, e: BaseException) -> None:
-        """Deliver the failure to every waiting stream (the worker stops: the server is no longer ready)."""
+        """Deliver the failure to every waiting utterance (the worker stops: the server is no longer ready)."""
         log.error("vocoder worker failed; it serves nothing more", exc_info=e)
         with self._cv:
             self._error = e
@@ -197,7 +197,7 @@ class VocoderWorker:
 
     def _passes(self, taken: _Taken) -> Iterator[tuple[StepResult, list[Hashable], float]]:
         """Submit the planned passes one at a time, each once the one before has been delivered:
-        (its result, its finished streams, when it was submitted)."""
+        (its result, its finished utterances, when it was submitted)."""
         for batch, finish, eager in self._plan(*taken):
             t0 = self._clock()
             yield self.vocoder.submit(batch, finish=finish, eager=eager), finish, t0
@@ -247,65 +247,67 @@ class VocoderWorker:
         finish: list[Hashable],
         cancel: list[Hashable],
     ) -> list[_Pass]:
-        """Open and cancel streams, then the schedule's passes to run in order: (frames, finishes, eager
-        streams). Streams the schedule defers go back to the queue."""
+        """Open and cancel utterances, then the schedule's passes to run in order: (frames, finishes, eager
+        utterances). Utterances the schedule defers go back to the queue."""
         vocoder = self.vocoder
-        for sid in opened:
-            vocoder.open(sid)
-        for sid in cancel:
-            frames.pop(sid, None)
-            if sid in vocoder.active:
-                vocoder.cancel(sid)
+        for uid in opened:
+            vocoder.open(uid)
+        for uid in cancel:
+            frames.pop(uid, None)
+            if uid in vocoder.active:
+                vocoder.cancel(uid)
         live = vocoder.active
         alive = set(live)
-        batch = {sid: np.concatenate(chunks) for sid, chunks in frames.items() if sid in alive}
-        finish = [sid for sid in finish if sid in alive]
+        batch = {uid: np.concatenate(chunks) for uid, chunks in frames.items() if uid in alive}
+        finish = [uid for uid in finish if uid in alive]
         if not batch and not finish:
             return []
         with self._cv:
             first_chunk_frames = self.schedule.first_chunk_frames()
-        vocoder.first_chunk_frames = first_chunk_frames  # before asking where each stream's next chunk is
-        streams = {}
-        for sid in dict.fromkeys([*batch, *live]):
-            new = batch[sid].shape[0] if sid in batch else None
-            streams[sid] = Backlog(new, vocoder.pending_frames(sid), vocoder.frames_to_next_chunk(sid, extra=new or 0))
+        vocoder.first_chunk_frames = first_chunk_frames  # before asking where each utterance's next chunk is
+        utterances = {}
+        for uid in dict.fromkeys([*batch, *live]):
+            new = batch[uid].shape[0] if uid in batch else None
+            utterances[uid] = Backlog(
+                new, vocoder.pending_frames(uid), vocoder.frames_to_next_chunk(uid, extra=new or 0)
+            )
         with self._cv:
-            plan = self.schedule.plan(self._clock(), streams, finish)
+            plan = self.schedule.plan(self._clock(), utterances, finish)
             self._give_back(plan, batch, finish)
         empty = np.zeros((0, vocoder.config.n_mels), np.float32)
-        return [({sid: batch.get(sid, empty) for sid in p.streams}, list(p.finish), p.eager) for p in plan.passes]
+        return [({uid: batch.get(uid, empty) for uid in p.utterances}, list(p.finish), p.eager) for p in plan.passes]
 
     def _give_back(self, plan: Plan, batch: dict[Hashable, np.ndarray], finish: list[Hashable]) -> None:
-        """Queue the deferred streams' frames and finishes again, ahead of newer ones (with `_cv` held)."""
-        for sid in plan.deferred:
-            if sid not in self._queues:
+        """Queue the deferred utterances' frames and finishes again, ahead of newer ones (with `_cv` held)."""
+        for uid in plan.deferred:
+            if uid not in self._queues:
                 continue  # cancelled meanwhile
-            if sid in batch:
-                self._frames[sid].insert(0, batch[sid])
-            if sid in finish:
-                self._finish.insert(0, sid)
+            if uid in batch:
+                self._frames[uid].insert(0, batch[uid])
+            if uid in finish:
+                self._finish.insert(0, uid)
 
     def _deliver(self, pcm: dict[Hashable, np.ndarray], finish: list[Hashable], t0: float, t1: float) -> None:
-        """Hand one pass's PCM to the streams' queues, and tell the schedule."""
+        """Hand one pass's PCM to the utterances' queues, and tell the schedule."""
         if self.trace is not None:
             self.trace.append((t0, t1, len(pcm)))
         self.batches += 1
-        self.batched_streams += len(pcm)
+        self.batched_utterances += len(pcm)
         done = set(finish)
         with self._cv:
             self.schedule.passed(t1 - t0)
-            targets = {sid: self._queues.get(sid) for sid in pcm}
-            for sid, audio in pcm.items():
-                if sid in done:
-                    self._queues.pop(sid, None)
-                    self.schedule.close(sid)
+            targets = {uid: self._queues.get(uid) for uid in pcm}
+            for uid, audio in pcm.items():
+                if uid in done:
+                    self._queues.pop(uid, None)
+                    self.schedule.close(uid)
                 else:
-                    self.schedule.delivered(sid, audio.shape[0], t1)
-        for sid, audio in pcm.items():
-            if (target := targets[sid]) is None:
+                    self.schedule.delivered(uid, audio.shape[0], t1)
+        for uid, audio in pcm.items():
+            if (target := targets[uid]) is None:
                 continue  # cancelled meanwhile
             loop, queue = target
             if audio.size:
                 loop.call_soon_threadsafe(queue.put_nowait, audio)
-            if sid in done:
+            if uid in done:
                 loop.call_soon_threadsafe(queue.put_nowait, None)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class WordTiming:
-    """A word as the user wrote it, placed on an audio timeline: from the synthesizer, its stream's (ms
-    from the stream's first sample; span in the text given to `Synthesizer.stream`, plus `text_offset`);
+    """A word as the user wrote it, placed on an audio timeline: from the synthesizer, its synthesis's (ms
+    from the first sample of the `Synthesizer.stream` call; span in the text given to it, plus `text_offset`);
     on the WebSocket (`timestamps` messages, `client.Timestamps`), its context's (whole ms from the
     context's first sample; span in the context's text, all its fragments concatenated, in code points)."""
 

@@ -11,7 +11,8 @@ from ..outcome import Outcome
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """Text of one context that the synthesizer turns into one audio stream."""
+    """A piece of one context's text that the synthesizer turns into audio in one synthesis (one
+    `Synthesizer.stream` call): one or more utterances."""
 
     id: int  # unique within the session
     context_id: str

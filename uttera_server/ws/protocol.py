@@ -6,7 +6,7 @@ feeds it client messages (`receive_text`, `receive_bytes`, `connection_lost`), s
 `next_deadline()`) and server events (`begin_drain`, `cancel_all`, `server_fault`), and executes the
 returned actions (actions.py) in order. docs/protocol.md specifies what the client sees.
 
-A context (context.py) is one utterance stream, opened by its first `text`; many run at once on one
+A context (context.py) is one audio stream, opened by its first `text`; many run at once on one
 socket, independently. The session owns what spans contexts: routing synthesis events by segment id,
 the limits, the idle timeout, draining and closing.
 

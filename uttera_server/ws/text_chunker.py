@@ -49,13 +49,13 @@ class Chunk:
 
 
 class TextChunker:
-    """One context's text stream; `now` is a `time.monotonic()`-like clock in seconds."""
+    """One context's incoming text; `now` is a `time.monotonic()`-like clock in seconds."""
 
     def __init__(self, config: ChunkerConfig):
         self.config = config
         self._segmenter_config = SegmenterConfig(max_chars=config.max_chars, min_clause_chars=config.min_chunk_chars)
         self._segmenter = Segmenter(self._segmenter_config)
-        self._origin = 0  # where the current segmenter's stream starts in the whole text
+        self._origin = 0  # where the current segmenter's text starts in the whole text
         self._pending = ""  # text from self._done on that no chunk took yet
         self._done = 0  # end of the last chunk (or of skipped whitespace) in the whole text
         self._arrivals: deque[tuple[int, float]] = deque()  # (end offset, time) of pending fragments
