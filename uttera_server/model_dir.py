@@ -1,6 +1,7 @@
 """Reading a voice model directory (docs/model-format.md) on the serving side."""
 
 import json
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,9 @@ class VoiceModelConfig:
     language: str
     description: str
     random_weights: bool
+    gender: str | None = None  # of the speaker, as the voice's model card gives it
+    teacher: str | None = None  # the model the voice was distilled from
+    license: str | None = None  # SPDX id of the weights' license
 
     def __post_init__(self) -> None:
         if self.stop_token_id != self.pointer_offset + self.max_phonemes:
@@ -79,9 +83,17 @@ class VoiceModelConfig:
                 language=str(voice.get("language", "en-US")),
                 description=str(voice.get("description", "")),
                 random_weights=bool(voice.get("random_weights", False)),
+                gender=_optional_str(voice, "gender"),
+                teacher=_optional_str(voice, "teacher"),
+                license=_optional_str(voice, "license"),
             )
         except KeyError as e:
             raise ModelDirectoryError(f"{file} lacks the key {e.args[0]!r}") from None
+
+
+def _optional_str(voice: dict[str, Any], key: str) -> str | None:
+    value = voice.get(key)
+    return None if value is None else str(value)
 
 
 def _check_phoneme_table(path: Path) -> None:

@@ -31,8 +31,11 @@ async def test_models_list_names_uttera(http):
 async def test_voices_include_default_and_flag_random_weights(http):
     voices = {v["id"]: v for v in (await http.get("/v1/audio/voices")).json()["data"]}
     default = voices["default"]
-    assert {"name", "language", "description", "random_weights"} <= set(default)
+    fields = {"name", "language", "description", "random_weights", "sample_rate", "gender", "teacher", "license"}
+    assert fields <= set(default)
     assert isinstance(default["random_weights"], bool)
+    assert default["sample_rate"] == 22050  # the tiny model's, as `x-sample-rate` declares it
+    assert default["gender"] is None and default["teacher"] is None  # the tiny test model names none
     if default["random_weights"]:  # the tiny test model has random weights
         assert "random weights (development model)" in default["description"]
 

@@ -40,3 +40,12 @@ def test_a_voice_trained_on_other_ids_is_refused(voice):
     (voice / "phonemes.json").write_text("{not json")
     with pytest.raises(ModelDirectoryError, match="not a phoneme table"):
         VoiceModelConfig.load(voice)
+
+
+def test_the_shipped_voice_names_its_speaker_teacher_and_license():
+    """What /v1/audio/voices lists for the embedded voice (its model card: voices/default/README.md)."""
+    from pathlib import Path
+
+    voice = VoiceModelConfig.load(Path(__file__).resolve().parents[2] / "voices" / "default")
+    assert (voice.language, voice.gender, voice.license, voice.sample_rate) == ("en-US", "male", "Apache-2.0", 22050)
+    assert voice.teacher is not None and "en_US-joe-medium" in voice.teacher

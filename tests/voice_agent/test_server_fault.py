@@ -19,7 +19,7 @@ class IdleSynthesizer:
     sample_rate = 22050
     model_id = "uttera-test"
     max_input_chars = 1000
-    voices = {"default": VoiceInfo("default", "test", "en-US", "", True)}
+    voices = {"default": VoiceInfo("default", "test", "en-US", "", True, 22050)}
     sink = 0
 
     async def start(self) -> None:

@@ -45,6 +45,10 @@ async def list_voices(request: Request) -> JSONResponse:
             "language": voice.language,
             "description": description,
             "random_weights": voice.random_weights,
+            "sample_rate": voice.sample_rate,
+            "gender": voice.gender,
+            "teacher": voice.teacher,
+            "license": voice.license,
         })  # fmt: skip
     return JSONResponse({"object": "list", "data": data})
 

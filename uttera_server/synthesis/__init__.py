@@ -35,6 +35,10 @@ class VoiceInfo:
     language: str  # BCP 47, e.g. "en-US"
     description: str
     random_weights: bool  # a tiny random-weight development model: logs and /v1/models say so
+    sample_rate: int  # Hz of the voice's PCM (what `x-sample-rate` and `started` declare)
+    gender: str | None = None
+    teacher: str | None = None  # the model the voice was distilled from
+    license: str | None = None  # SPDX id of the weights' license
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,10 @@ class Synthesizer:
                 self.model.language,
                 self.model.description,
                 self.model.random_weights,
+                self.model.sample_rate,
+                self.model.gender,
+                self.model.teacher,
+                self.model.license,
             ),
         }
         # Where the vocoder runs: inside the engine's worker (one CUDA context, PCM on the PCM channel)
