@@ -1,20 +1,22 @@
-"""The WAVs in docs/samples/: the default voice through the running server, and one teacher clip.
+"""docs/samples/: the default voice through the running server beside its teacher, and a listening page.
 
     python docs/samples/make_samples.py [--model voices/default | --url http://127.0.0.1:8000]
 
-Starts `python -m uttera_server serve --model DIR` on a free port (or uses `--url`), sends each sentence
-below as `POST /v1/audio/speech` with `response_format=pcm`, and writes the s16le mono PCM as it came
-(no gain, no trimming) into a WAV with a proper length header, at the server's `x-sample-rate`. The
-teacher clip is Piper `en_US-joe-medium` on the frontend's phoneme ids of the same sentence
-(`training.evaluate.teacher_audio`, peak-normalized to 0.95). Greedy decoding: the same text gives the
-same audio, so re-running rewrites identical files.
+Starts `python -m uttera_server serve --model DIR` on a free port (or uses `--url`) and sends each sentence
+below as `POST /v1/audio/speech` with `response_format=flac` (lossless: exactly the PCM the server streamed,
+no gain, no trimming, at the server's `x-sample-rate`). The teacher clip of each sentence is Piper
+`en_US-joe-medium` on the frontend's phoneme ids of the same sentence (`training.evaluate.teacher_audio`,
+peak-normalized to 0.95, as the voice was trained), FLAC through the server's own encoder. `index.html`
+puts the pairs side by side. Greedy decoding: the same text gives the same audio.
 """
 
 import argparse
+import html
 import signal
 import sys
-import wave
 from pathlib import Path
+
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -27,44 +29,81 @@ SAMPLES = [  # (file stem, text as sent; the server normalizes it)
     ("04_abbreviation", "Dr. Smith moved to the U.S. in the 1990s."),
     ("05_greeting", "Hello! This is the default voice of uttera, streaming as it speaks."),
 ]
-TEACHER = "03_date_time"  # the sentence also written as the teacher's clip
+PAGE_ROW = (
+    '<tr><td>{text}</td><td>{spoken}</td><td><audio controls preload=none src="{stem}.flac"></audio> '
+    '{ours_s:.2f} s</td><td><audio controls preload=none src="teacher_{stem}.flac"></audio> {teacher_s:.2f} s</td></tr>'
+)
 
 
-def write_wav(path: Path, pcm: bytes, sr: int) -> None:
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(sr)
-        w.writeframes(pcm)
+def flac(pcm: np.ndarray, sr: int) -> bytes:
+    """int16 mono PCM -> a FLAC file, through the server's own encoder (audio/formats.py)."""
+    from uttera_server.audio.formats import open_encoder
+    from uttera_server.speech_params import AudioFormat
+
+    encoder = open_encoder(AudioFormat.FLAC, sr)
+    return encoder.encode(pcm) + encoder.flush()
 
 
-def ours(base_url: str) -> None:
+def ours(base_url: str) -> dict[str, float]:
     import httpx
 
+    seconds = {}
     with httpx.Client(base_url=base_url, timeout=300) as client:
         for stem, text in SAMPLES:
             body = {"model": "uttera", "input": text, "voice": "default", "response_format": "pcm"}
             r = client.post("/v1/audio/speech", json=body)
             r.raise_for_status()
-            sr = int(r.headers.get("x-sample-rate", "22050"))
-            write_wav(HERE / f"{stem}.wav", r.content, sr)
-            print(f"{stem}.wav  {len(r.content) / 2 / sr:.2f} s  {text}")
+            sr = int(r.headers["x-sample-rate"])
+            (HERE / f"{stem}.flac").write_bytes(flac(np.frombuffer(r.content, "<i2"), sr))
+            seconds[stem] = len(r.content) / 2 / sr
+            print(f"{stem}.flac  {seconds[stem]:.2f} s  {text}")
+    return seconds
 
 
-def teacher() -> None:
-    import numpy as np
+def teacher() -> tuple[dict[str, float], dict[str, str]]:
     from piper import PiperVoice
 
     from training import text_frontend
-    from training.evaluate import teacher_audio, wav_bytes
+    from training.evaluate import teacher_audio
 
     m, c = text_frontend.teacher_paths()
     voice = PiperVoice.load(m, config_path=c, include_alignments=True)
-    text = dict(SAMPLES)[TEACHER]
-    audio = np.concatenate([teacher_audio(voice, list(s.phoneme_ids))[0] for s in text_frontend.prepare(text)])
     sr = voice.config.sample_rate
-    (HERE / f"teacher_piper_joe_{TEACHER}.wav").write_bytes(wav_bytes(0.95 * audio, sr))
-    print(f"teacher_piper_joe_{TEACHER}.wav  {len(audio) / sr:.2f} s  {text}")
+    seconds, spoken = {}, {}
+    for stem, text in SAMPLES:
+        sentences = text_frontend.prepare(text)
+        audio = np.concatenate([teacher_audio(voice, list(s.phoneme_ids))[0] for s in sentences])
+        pcm = np.round(np.clip(0.95 * audio, -1.0, 1.0) * 32767).astype(np.int16)
+        (HERE / f"teacher_{stem}.flac").write_bytes(flac(pcm, sr))
+        seconds[stem] = len(pcm) / sr
+        spoken[stem] = " ".join(s.normalized for s in sentences)
+        print(f"teacher_{stem}.flac  {seconds[stem]:.2f} s")
+    return seconds, spoken
+
+
+def page(ours_s: dict[str, float], teacher_s: dict[str, float], spoken: dict[str, str]) -> None:
+    rows = "\n".join(
+        PAGE_ROW.format(
+            text=html.escape(text),
+            spoken=html.escape(spoken[stem]) if spoken[stem] != text else "(same)",
+            stem=stem,
+            ours_s=ours_s[stem],
+            teacher_s=teacher_s[stem],
+        )
+        for stem, text in SAMPLES
+    )
+    (HERE / "index.html").write_text(
+        "<!doctype html>\n<meta charset=utf-8>\n<title>uttera: the default voice beside its teacher</title>\n"
+        "<style>body{font:15px system-ui,sans-serif;margin:2em}td,th{padding:.4em;border-bottom:1px solid #ddd;"
+        "text-align:left;vertical-align:middle}</style>\n"
+        "<h1>The default voice beside its teacher</h1>\n"
+        "<p>Ours: <code>voices/default</code> through the running server (<code>POST /v1/audio/speech</code>), "
+        "lossless. Teacher: Piper <code>en_US-joe-medium</code> speaking the same phonemes. Made by "
+        "<code>docs/samples/make_samples.py</code>; judged figures in <code>benchmarks/RESULTS.md</code>.</p>\n"
+        "<table>\n<tr><th>text sent</th><th>the frontend's spoken form</th><th>ours</th><th>teacher</th></tr>\n"
+        f"{rows}\n</table>\n"
+    )
+    print("index.html")
 
 
 def main() -> None:
@@ -77,11 +116,12 @@ def main() -> None:
 
     if a.url:
         wait_healthy(a.url.rstrip("/"))
-        ours(a.url.rstrip("/"))
+        ours_s = ours(a.url.rstrip("/"))
     else:
         with started_server(a.model) as base:
-            ours(base)
-    teacher()
+            ours_s = ours(base)
+    teacher_s, spoken = teacher()
+    page(ours_s, teacher_s, spoken)
 
 
 if __name__ == "__main__":
