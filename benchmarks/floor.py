@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def engine_config(model: Path, server_args: str):
     """The EngineConfig `uttera serve --model MODEL SERVER_ARGS` would run."""
-    from uttera_server.cli import build_config, build_parser
+    from uttera_server.flags import build_config, build_parser
 
     return build_config(build_parser().parse_args(["serve", "--model", str(model), *shlex.split(server_args)])).engine
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Container, Hashable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -55,18 +54,9 @@ from vocoder.model import Vocoder
 from vocoder.state import StatePool
 from vocoder.batch import Row, batch_mel
 from vocoder.step_result import StepResult
+from vocoder.utterance import Utterance
 
 UtteranceId = Hashable
-
-
-@dataclass(slots=True)
-class _Utterance:
-    slot: int
-    pending: list[np.ndarray | Tensor | Row] = field(default_factory=list)  # host frames as numpy
-    pending_frames: int = 0
-    received: int = 0  # mel frames pushed so far
-    consumed: int = 0  # frames fed to the network, finishing zero frames included
-    emitted: int = 0  # PCM samples returned so far
 
 
 class StreamingVocoder:
@@ -111,7 +101,7 @@ class StreamingVocoder:
                 dtype=self._dtype,
                 capacity=initial_capacity,
             )
-        self._utterances: dict[UtteranceId, _Utterance] = {}
+        self._utterances: dict[UtteranceId, Utterance] = {}
         self._lock = threading.Lock()
         if cuda_graphs and self._cuda_stream is None:
             raise VocoderConfigError("cuda_graphs needs the vocoder on a CUDA device")
@@ -173,7 +163,7 @@ class StreamingVocoder:
         """Frames the chunk schedule still waits for before vocoding `utterance_id` (with `extra` more
         frames about to be pushed); 0 if it is ready."""
         st = self._get(utterance_id)
-        return max(0, self._need(st) - st.pending_frames - extra)
+        return max(0, st.frames_needed(self.first_chunk_frames, self.chunk_frames) - st.pending_frames - extra)
 
     def open(self, utterance_id: UtteranceId) -> None:
         with self._lock:
@@ -182,7 +172,7 @@ class StreamingVocoder:
                     f"utterance {utterance_id!r} is already open; finish or cancel it before reusing the id"
                 )
             with self._on_cuda_stream():
-                self._utterances[utterance_id] = _Utterance(slot=self._pool.acquire())
+                self._utterances[utterance_id] = Utterance(slot=self._pool.acquire())
 
     def cancel(self, utterance_id: UtteranceId) -> None:
         """Drop an utterance and its queued frames without producing its remaining audio."""
@@ -278,7 +268,7 @@ class StreamingVocoder:
                 uid
                 for uid in ids
                 if (uid in done and utterances[uid].received > 0)
-                or self._is_ready(utterances[uid])
+                or utterances[uid].is_ready(self.first_chunk_frames, self.chunk_frames)
                 or (uid in eager and utterances[uid].consumed > 0 and utterances[uid].pending_frames > 0)
             ]
             result = self._run(ids, ready, utterances, done, after) if ready else StepResult(ids)
@@ -290,7 +280,7 @@ class StreamingVocoder:
     def _on_cuda_stream(self) -> AbstractContextManager[Any]:
         return torch.cuda.stream(self._cuda_stream) if self._cuda_stream is not None else nullcontext()
 
-    def _get(self, utterance_id: UtteranceId) -> _Utterance:
+    def _get(self, utterance_id: UtteranceId) -> Utterance:
         try:
             return self._utterances[utterance_id]
         except KeyError:
@@ -299,18 +289,9 @@ class StreamingVocoder:
                 "first (finished and cancelled utterances are closed)"
             ) from None
 
-    def _close(self, st: _Utterance, utterance_id: UtteranceId) -> None:
+    def _close(self, st: Utterance, utterance_id: UtteranceId) -> None:
         del self._utterances[utterance_id]
         self._pool.release(st.slot)
-
-    def _is_ready(self, st: _Utterance) -> bool:
-        """Chunks grow from `first_chunk_frames`, doubling up to `chunk_frames`: each chunk is at most
-        as long as the audio already sent, so a client playing in real time has audio left while the
-        next chunk is generated (a fixed large second chunk made every utterance stall once)."""
-        return st.pending_frames >= self._need(st)
-
-    def _need(self, st: _Utterance) -> int:
-        return min(self.chunk_frames, max(self.first_chunk_frames, st.consumed))
 
     def _to_device(self, t: Tensor) -> Tensor:
         if self._cuda_stream is not None and t.device.type == "cpu":
@@ -321,7 +302,7 @@ class StreamingVocoder:
         self,
         ids: list[UtteranceId],
         ready: list[UtteranceId],
-        utterances: dict[UtteranceId, _Utterance],
+        utterances: dict[UtteranceId, Utterance],
         done: set[UtteranceId],
         after: torch.cuda.Event | torch.cuda.Stream | None,
     ) -> StepResult:

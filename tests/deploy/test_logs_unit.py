@@ -105,7 +105,7 @@ def test_middleware_websocket_handshake():
 
 
 def test_log_format_flag(tiny_model_dir):
-    from uttera_server.cli import build_config, build_parser
+    from uttera_server.flags import build_config, build_parser
     from uttera_server.config import ServerConfig
     from uttera_server.errors import ConfigError
 

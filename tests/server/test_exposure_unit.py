@@ -5,7 +5,7 @@ import pytest
 
 from uttera_server import security
 from uttera_server.admission import Admission, Refusal
-from uttera_server.cli import build_config, build_parser
+from uttera_server.flags import build_config, build_parser
 from uttera_server.errors import ConfigError, Overloaded
 
 

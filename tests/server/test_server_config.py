@@ -4,7 +4,8 @@ import dataclasses
 
 import pytest
 
-from uttera_server.cli import build_config, build_parser, main
+from uttera_server.cli import main
+from uttera_server.flags import build_config, build_parser
 from uttera_server.config import EngineConfig, ServerConfig
 from uttera_server.errors import ConfigError
 

@@ -1,6 +1,20 @@
-"""Where the streaming vocoder runs (`EngineConfig.vocoder_process`, `vocoder_device`): policy, resolved once."""
+"""Where the streaming vocoder runs (`EngineConfig.vocoder_process`, `vocoder_device`): policy, resolved once,
+and the serving process's own vocoder when it runs there."""
 
+import asyncio
+import json
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..config import EngineConfig
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from .vocoder_worker import VocoderWorker
+
+log = logging.getLogger(__name__)
 
 
 def vocoder_process(setting: str, device: str) -> str:
@@ -21,3 +35,38 @@ def vocoder_device(setting: str) -> str:
     if setting == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--vocoder-device cuda: this process sees no CUDA device (use auto or cpu)")
     return setting
+
+
+async def start_vocoder_worker(model_dir: Path, c: EngineConfig, device: str) -> "tuple[VocoderWorker, str]":
+    """The serving process's own vocoder (`vocoder_process="frontend"`) for the voice in `model_dir`, on
+    `device` (resolved); returns it and where it runs, in words."""
+    from vocoder.model import Vocoder
+    from vocoder.streaming import StreamingVocoder
+
+    from .vocoder_worker import VocoderWorker
+
+    vocoder = Vocoder.from_dir(model_dir / "vocoder")
+    vocoder.config.check_matches(json.loads((model_dir / "config.json").read_text()))
+    graphs = device != "cpu" and c.vocoder_cuda_graphs
+    # With CUDA graphs: a state slot per engine sequence from the start (growing the pool reallocates
+    # it, which makes every captured graph stale), and the graphs captured before the first request.
+    streaming = StreamingVocoder(
+        vocoder,
+        chunk_frames=c.vocoder_chunk_frames,
+        first_chunk_frames=c.first_chunk_frames,
+        device=device,
+        initial_capacity=c.max_num_seqs + 1 if graphs else 8,
+        cuda_graphs=graphs,
+    )
+    if streaming.cuda_graphs:
+        t0 = time.monotonic()
+        captured = await asyncio.to_thread(streaming.capture_graphs, c.max_num_seqs)
+        log.info("vocoder: %d CUDA graphs captured in %.1f s", captured, time.monotonic() - t0)
+    # On CPU a big vocoder batch takes tens of ms: cap the non-urgent work of a pass (see VocoderWorker).
+    worker = VocoderWorker(
+        streaming,
+        deadline_first=c.scheduling == "deadline",
+        max_relaxed_frames=2 * c.vocoder_chunk_frames if device == "cpu" else None,
+        driver=c.vocoder_driver,
+    )
+    return worker, f"on {device}{' (CUDA graphs)' if streaming.cuda_graphs else ''} in the server"

@@ -10,7 +10,6 @@ its utterances from the vocoder.
 """
 
 import asyncio
-import json
 import itertools
 import logging
 import sys
@@ -29,7 +28,7 @@ from ..model_dir import VoiceModelConfig
 from ..speech_params import check_speed, check_text, check_voice
 from .speed import MelTimeScale, scaled_frames
 from .deadline import PlaybackDeadline
-from .placement import vocoder_device, vocoder_process
+from .placement import start_vocoder_worker, vocoder_device, vocoder_process
 from ..audio.pcm import to_int16
 from . import DEFAULT_VOICE, AudioChunk, VoiceInfo, WordTimings
 from .pcm_queue import PcmQueue
@@ -122,7 +121,9 @@ class Synthesizer:
             self._receiver.start()
             described = "in the engine's worker"
         else:
-            described = await self._start_vocoder_worker()
+            self._worker, described = await start_vocoder_worker(
+                self.model.path, self.engine_config, self.vocoder_device
+            )
         frontend.prepare("Warm up.")  # loads espeak-ng data before the first request
         await asyncio.to_thread(self._engine.start)
         # One short utterance through the whole path, so the first client does not pay for cold
@@ -137,40 +138,6 @@ class Synthesizer:
             c.scheduling,
             1000 * sys.getswitchinterval(),
         )
-
-    async def _start_vocoder_worker(self) -> str:
-        """The serving process's own vocoder (`vocoder_process="frontend"`); returns where it runs."""
-        from vocoder.model import Vocoder
-        from vocoder.streaming import StreamingVocoder
-
-        from .vocoder_worker import VocoderWorker
-
-        c = self.engine_config
-        vocoder = Vocoder.from_dir(self.model.path / "vocoder")
-        vocoder.config.check_matches(json.loads((self.model.path / "config.json").read_text()))
-        graphs = self.vocoder_device != "cpu" and c.vocoder_cuda_graphs
-        # With CUDA graphs: a state slot per engine sequence from the start (growing the pool reallocates
-        # it, which makes every captured graph stale), and the graphs captured before the first request.
-        streaming = StreamingVocoder(
-            vocoder,
-            chunk_frames=c.vocoder_chunk_frames,
-            first_chunk_frames=c.first_chunk_frames,
-            device=self.vocoder_device,
-            initial_capacity=c.max_num_seqs + 1 if graphs else 8,
-            cuda_graphs=graphs,
-        )
-        if streaming.cuda_graphs:
-            t0 = time.monotonic()
-            captured = await asyncio.to_thread(streaming.capture_graphs, c.max_num_seqs)
-            log.info("vocoder: %d CUDA graphs captured in %.1f s", captured, time.monotonic() - t0)
-        # On CPU a big vocoder batch takes tens of ms: cap the non-urgent work of a pass (see VocoderWorker).
-        self._worker = VocoderWorker(
-            streaming,
-            deadline_first=c.scheduling == "deadline",
-            max_relaxed_frames=2 * c.vocoder_chunk_frames if self.vocoder_device == "cpu" else None,
-            driver=c.vocoder_driver,
-        )
-        return f"on {self.vocoder_device}{' (CUDA graphs)' if streaming.cuda_graphs else ''} in the server"
 
     async def close(self) -> None:
         if self._worker is not None:
