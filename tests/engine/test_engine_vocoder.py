@@ -13,6 +13,7 @@ step voices, so chunks straddle steps.
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -56,7 +57,8 @@ class VocodingEngine:
     sink_base: str
 
 
-async def start_vocoding_engine(model_dir, config: EngineConfig) -> VocodingEngine:
+async def start_vocoding_engine(model_dir, config: EngineConfig, **vocoder: Any) -> VocodingEngine:
+    """`vocoder`: EngineVocoderConfig fields other than the test's chunk sizes (e.g. urgent_s)."""
     sink_base = new_sink_base()
     receiver = PcmReceiver(sink_base, 0)  # bound before the engine starts, as the server does
     receiver.start()
@@ -68,6 +70,7 @@ async def start_vocoding_engine(model_dir, config: EngineConfig) -> VocodingEngi
             chunk_frames=CHUNK_FRAMES,
             first_chunk_frames=FIRST_CHUNK_FRAMES,
             max_utterances=config.max_num_seqs,
+            **vocoder,
         ),
     )
     await asyncio.to_thread(engine.start)
@@ -333,3 +336,42 @@ async def test_synthesizer_engine_vocoder_equals_frontend_vocoder(tiny_model_dir
                 assert_pcm_equal(in_engine, here, f"speed {speed}, sentence {k}")
     finally:
         await asyncio.gather(*(s.close() for s in synths))
+
+
+async def test_urgency_in_a_real_engine_vocodes_every_step_else_the_doubling_schedule(voc, vocoder, tiny_model_dir):
+    """The urgency rule (engine_vocoder.py, `urgent_s`) through real engines: with a threshold nothing
+    reaches (always behind real time) the utterance gets PCM at every step after its first chunk; with 0
+    (never behind) only as the doubling chunk schedule allows (vocoder/utterance.py), whatever the host's
+    speed. The PCM equals offline vocoding of the same mel either way. (The rule under a controlled clock:
+    test_engine_vocoder_urgency.py.)"""
+    from vocoder.utterance import Utterance
+
+    ids = prompt(40, seed=7)
+    mel = await mel_of(voc.engine, ids)
+    always, never = await asyncio.gather(
+        start_vocoding_engine(tiny_model_dir, engine_config(), urgent_s=1e9),
+        start_vocoding_engine(tiny_model_dir, engine_config(), urgent_s=0.0),
+    )
+    pieces = {}
+    try:
+        for name, v in (("always", always), ("never", never)):
+            queue = v.receiver.open(name)
+            async with asyncio.timeout(scaled(180)):
+                frames = await voiced_frames(v.engine, ids, PcmRoute(sink=0, key=name))
+            parts = []
+            while (item := await asyncio.wait_for(queue.get(), scaled(30))) is not None:
+                parts.append(item)
+            assert frames == mel.shape[0], name
+            assert_pcm_equal(np.concatenate(parts), offline_pcm(vocoder, mel), name)
+            pieces[name] = sum(1 for part in parts if part.size)
+    finally:
+        await asyncio.gather(stop_vocoding_engine(always), stop_vocoding_engine(never))
+    steps = mel.shape[0] // voc.engine.model.frames_per_step
+    # the schedule's chunks for this many steps (all pending frames go once a chunk is due), plus the tail
+    schedule, u = 1, Utterance(slot=0)
+    for _ in range(steps):
+        u.pending_frames += voc.engine.model.frames_per_step
+        if u.is_ready(FIRST_CHUNK_FRAMES, CHUNK_FRAMES):
+            u.consumed, u.pending_frames, schedule = u.consumed + u.pending_frames, 0, schedule + 1
+    assert pieces["never"] <= schedule < steps // 2, (pieces, schedule, steps)
+    assert pieces["always"] >= steps - FIRST_CHUNK_FRAMES // voc.engine.model.frames_per_step - 1, (pieces, steps)
