@@ -60,6 +60,44 @@ def save_items(path: Path, items: list[dict]) -> None:
     os.replace(tmp, path)
 
 
+def sentences_of(line: str) -> list:
+    """One input line's sentences: `normalized<TAB>ids` (corpus.py, ids precomputed by the frontend) or
+    plain text run through the frontend."""
+    from training import text_frontend
+
+    if "\t" in line:
+        text, ids_str = line.split("\t")
+        return [text_frontend.Sentence(text, tuple(int(x) for x in ids_str.split()))]
+    return text_frontend.prepare(line)
+
+
+def job_parser(description: str) -> argparse.ArgumentParser:
+    """The arguments every teacher's synthesis script takes (this one's, training/synthesize_heart.py)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("sentences")
+    parser.add_argument("out")
+    parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2)))
+    parser.add_argument("--deadline-s", type=float, default=1e9, help="stop starting new sentences after this")
+    parser.add_argument("--flush", type=int, default=200)
+    parser.add_argument("--limit", type=int, default=0)
+    return parser
+
+
+def run_workers(worker, a: argparse.Namespace, *extra: object) -> tuple[dict, float]:
+    """Run `worker((k, n_workers, sentences, out_dir, deadline, flush, *extra))` in `a.workers` spawned
+    processes, each taking every n-th sentence into its own shard; (summed stats, wall seconds)."""
+    sentences = [ln.strip("\n") for ln in Path(a.sentences).read_text().splitlines() if ln.strip()]
+    if a.limit:
+        sentences = sentences[: a.limit]
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    jobs = [(k, a.workers, sentences, str(out), t0 + a.deadline_s, a.flush, *extra) for k in range(a.workers)]
+    with mp.get_context("spawn").Pool(a.workers) as pool:
+        results = pool.map(worker, jobs)
+    return {key: sum(r[key] for r in results) for key in results[0]}, time.time() - t0
+
+
 def _worker(args: tuple) -> dict:
     k, n_workers, sentences, out_dir, deadline, flush = args
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -92,11 +130,7 @@ def _worker(args: tuple) -> dict:
     for line in sentences[k::n_workers]:
         if time.time() > deadline:
             break
-        if "\t" in line:  # corpus.py output: ids precomputed by the frontend
-            text, ids_str = line.split("\t")
-            sents = [text_frontend.Sentence(text, tuple(int(x) for x in ids_str.split()))]
-        else:
-            sents = text_frontend.prepare(line)
+        sents = sentences_of(line)
         if len(sents) != 1:
             stats["skipped"] += 1
             continue
@@ -134,26 +168,8 @@ def _worker(args: tuple) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sentences")
-    parser.add_argument("out")
-    parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2)))
-    parser.add_argument("--deadline-s", type=float, default=1e9, help="stop starting new sentences after this")
-    parser.add_argument("--flush", type=int, default=200)
-    parser.add_argument("--limit", type=int, default=0)
-    a = parser.parse_args()
-    sentences = [ln.strip("\n") for ln in Path(a.sentences).read_text().splitlines() if ln.strip()]
-    if a.limit:
-        sentences = sentences[: a.limit]
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
-    deadline = t0 + a.deadline_s
-    jobs = [(k, a.workers, sentences, str(out), deadline, a.flush) for k in range(a.workers)]
-    with mp.get_context("spawn").Pool(a.workers) as pool:
-        results = pool.map(_worker, jobs)
-    total = {key: sum(r[key] for r in results) for key in results[0]}
-    wall = time.time() - t0
+    a = job_parser(__doc__.splitlines()[0]).parse_args()
+    total, wall = run_workers(_worker, a)
     print(
         f"synthesized {total['done']} utterances, {total['seconds_audio'] / 3600:.2f} h audio in {wall:.0f} s "
         f"({total['seconds_audio'] / wall:.1f}x real time); skipped {total['skipped']}; "

@@ -23,8 +23,6 @@ phoneme), text, piper_match. Input lines: `normalized<TAB>ids` (corpus.py) or pl
 
 from __future__ import annotations
 
-import argparse
-import multiprocessing as mp
 import os
 import time
 from pathlib import Path
@@ -32,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from training.synthesize import HOP, save_items
+from training.synthesize import HOP, job_parser, run_workers, save_items, sentences_of
 
 if TYPE_CHECKING:
     from training.teachers.heart import HeartTeacher
@@ -94,7 +92,6 @@ def _worker(args: tuple[Any, ...]) -> dict[str, float]:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from hibari import Hibari
 
-    from training import text_frontend
     from training.teachers.heart import HeartTeacher
     from training.teachers.heart_phonemes import id_to_symbol
 
@@ -109,11 +106,7 @@ def _worker(args: tuple[Any, ...]) -> dict[str, float]:
             break
         c0 = time.process_time()
         line = sentences[j]
-        if "\t" in line:  # corpus.py output: ids precomputed by the frontend
-            text, ids_str = line.split("\t")
-            sents = [text_frontend.Sentence(text, tuple(int(x) for x in ids_str.split()))]
-        else:
-            sents = text_frontend.prepare(line)
+        sents = sentences_of(line)
         if len(sents) != 1:
             stats["skipped"] += 1
             continue
@@ -138,27 +131,10 @@ def _worker(args: tuple[Any, ...]) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sentences")
-    parser.add_argument("out")
-    parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2)))
-    parser.add_argument("--deadline-s", type=float, default=1e9, help="stop starting new sentences after this")
-    parser.add_argument("--flush", type=int, default=200)
-    parser.add_argument("--limit", type=int, default=0)
+    parser = job_parser(__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0, help="seeds hibari's noise component, per sentence")
     a = parser.parse_args()
-    sentences = [ln.strip("\n") for ln in Path(a.sentences).read_text().splitlines() if ln.strip()]
-    if a.limit:
-        sentences = sentences[: a.limit]
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
-    deadline = t0 + a.deadline_s
-    jobs = [(k, a.workers, sentences, str(out), deadline, a.flush, a.seed) for k in range(a.workers)]
-    with mp.get_context("spawn").Pool(a.workers) as pool:
-        results = pool.map(_worker, jobs)
-    total = {key: sum(r[key] for r in results) for key in results[0]}
-    wall = time.time() - t0
+    total, wall = run_workers(_worker, a, a.seed)
     print(
         f"synthesized {total['done']} utterances, {total['seconds_audio'] / 3600:.2f} h audio in {wall:.0f} s "
         f"({total['seconds_audio'] / wall:.1f}x real time; {total['seconds_audio'] / max(total['cpu_s'], 1e-9):.1f} "
