@@ -19,7 +19,7 @@ from .config import ServerConfig
 from .errors import ConfigError, UtteraError
 from .flags import build_config, build_parser
 from .logs import setup_logging
-from .speech_params import Catalog, check_speed, check_text, check_voice
+from .speech_params import Catalog, check_speed, check_text, resolve_voice
 from .synthesis import AudioChunk, SpeechSynthesizer
 from .audio.wav import SAMPLE_BYTES, pcm_bytes
 
@@ -57,7 +57,10 @@ def _setup_logging(level: str, log_format: str = "text") -> None:
 
 
 def _log_model(synth: SpeechSynthesizer) -> None:
-    voices = ", ".join(f"{v.id} ({v.name}, {v.language})" for v in synth.voices.values())
+    first = next(iter(synth.voices))  # DEFAULT_VOICE names it
+    voices = ", ".join(
+        f"{v.id} ({v.name}, {v.language}{', default' if v.id == first else ''})" for v in synth.voices.values()
+    )
     log.info("model %s at %d Hz; voices: %s", synth.model_id, synth.sample_rate, voices)
     if any(v.random_weights for v in synth.voices.values()):
         log.warning("*" * 78)
@@ -89,7 +92,7 @@ async def _say(
     catalog = Catalog.of(synth, config.max_input_chars)
     try:  # before the engine starts, so bad input fails at once
         check_text(text, catalog.max_input_chars)
-        check_voice(voice, catalog.voices)
+        resolved = resolve_voice(voice, catalog.voices)
         check_speed(speed)
     except UtteraError as e:
         print(f"uttera: error: {e}", file=sys.stderr)
@@ -97,7 +100,7 @@ async def _say(
     await synth.start()
     samples = 0
     try:
-        chunks = synth.stream(text, voice=voice, speed=speed)  # raises for bad input before any file exists
+        chunks = synth.stream(text, voice=resolved, speed=speed)  # raises for bad input before any file exists
         try:
             with wave.open(str(output), "wb") as out:
                 out.setnchannels(1)

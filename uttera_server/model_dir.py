@@ -13,6 +13,22 @@ class ModelDirectoryError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class VoiceEntry:
+    """One voice of a multi-voice model: an entry of config.json's `voices` list. The model speaks it
+    when its prompt starts with `voice_token` in place of the phoneme table's bos id (`^`)."""
+
+    id: str  # what a request names in `voice`
+    voice_token: int  # the prompt's first id, in [0, n_phoneme_tokens)
+    name: str
+    language: str  # BCP 47, e.g. "en-US"
+    description: str
+    random_weights: bool
+    gender: str | None = None
+    teacher: str | None = None
+    license: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class VoiceModelConfig:
     """What the server needs to know about a model directory (the vLLM side reads config.json itself)."""
 
@@ -34,12 +50,16 @@ class VoiceModelConfig:
     gender: str | None = None  # of the speaker, as the voice's model card gives it
     teacher: str | None = None  # the model the voice was distilled from
     license: str | None = None  # SPDX id of the weights' license
+    # config.json's `voices` list, in order (the first is the default); () without one: the directory is
+    # one voice, the `voice` block, whose prompts keep the bos id
+    voices: tuple[VoiceEntry, ...] = ()
 
     def __post_init__(self) -> None:
         if self.stop_token_id != self.pointer_offset + self.max_phonemes:
             raise ModelDirectoryError(f"{self.path}: stop_token_id must be pointer_offset + max_phonemes")
         if min(self.sample_rate, self.hop_length, self.n_mels, self.frames_per_step) <= 0:
             raise ModelDirectoryError(f"{self.path}: audio parameters must be positive")
+        _check_voices(self.path, self.voices, self.n_phoneme_tokens)
 
     @property
     def frame_ms(self) -> float:
@@ -86,9 +106,74 @@ class VoiceModelConfig:
                 gender=_optional_str(voice, "gender"),
                 teacher=_optional_str(voice, "teacher"),
                 license=_optional_str(voice, "license"),
+                voices=_voice_entries(file, raw.get("voices")),
             )
         except KeyError as e:
             raise ModelDirectoryError(f"{file} lacks the key {e.args[0]!r}") from None
+
+
+def _voice_entries(file: Path, raw: Any) -> tuple[VoiceEntry, ...]:
+    """config.json's `voices` list (training/export.py writes it) as typed entries; None: no list."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        raise ModelDirectoryError(f"{file}: 'voices' must be a non-empty list of voice objects")
+    entries = []
+    for i, v in enumerate(raw):
+        if not isinstance(v, dict):
+            raise ModelDirectoryError(f"{file}: voices[{i}] must be an object, got {v!r}")
+        token = v.get("voice_token")
+        if not isinstance(token, int) or isinstance(token, bool):
+            raise ModelDirectoryError(f"{file}: voices[{i}].voice_token must be an integer, got {token!r}")
+        if not isinstance(v.get("id"), str):
+            raise ModelDirectoryError(f"{file}: voices[{i}].id must be a string, got {v.get('id')!r}")
+        entries.append(
+            VoiceEntry(
+                id=v["id"],
+                voice_token=token,
+                name=str(v.get("name", v["id"])),
+                language=str(v.get("language", "en-US")),
+                description=str(v.get("description", "")),
+                random_weights=bool(v.get("random_weights", False)),
+                gender=_optional_str(v, "gender"),
+                teacher=_optional_str(v, "teacher"),
+                license=_optional_str(v, "license"),
+            )
+        )
+    return tuple(entries)
+
+
+def _check_voices(path: Path, voices: tuple[VoiceEntry, ...], n_phoneme_tokens: int) -> None:
+    """Ids unique and non-empty; tokens unique, in [0, n_phoneme_tokens), and either the frontend's bos id
+    or an id its phoneme table does not use (a phoneme's id would change what the model hears)."""
+    from .frontend.phoneme_table import en_us
+
+    table = en_us()
+    used = {i for ids in table.id_map.values() for i in ids} - set(table.bos_ids)
+    ids: set[str] = set()
+    tokens: dict[int, str] = {}
+    for v in voices:
+        if not v.id.strip():
+            raise ModelDirectoryError(f"{path}: a voice in config.json's 'voices' has an empty id")
+        if v.id in ids:
+            raise ModelDirectoryError(f"{path}: config.json's 'voices' lists the id {v.id!r} twice; ids must be unique")
+        ids.add(v.id)
+        if not 0 <= v.voice_token < n_phoneme_tokens:
+            raise ModelDirectoryError(
+                f"{path}: voice {v.id!r} has voice_token {v.voice_token}, outside [0, {n_phoneme_tokens}) "
+                "(n_phoneme_tokens)"
+            )
+        if v.voice_token in used:
+            raise ModelDirectoryError(
+                f"{path}: voice {v.id!r} has voice_token {v.voice_token}, a phoneme id of the frontend's table; "
+                f"a voice token must be the bos id {table.bos_ids[0]} or an id the table does not use"
+            )
+        if v.voice_token in tokens:
+            raise ModelDirectoryError(
+                f"{path}: voices {tokens[v.voice_token]!r} and {v.id!r} share voice_token {v.voice_token}; "
+                "tokens must be unique"
+            )
+        tokens[v.voice_token] = v.id
 
 
 def _optional_str(voice: dict[str, Any], key: str) -> str | None:

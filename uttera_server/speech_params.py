@@ -5,7 +5,7 @@ context's first text message), so both transports reject the same input with the
 """
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeGuard, TypeVar, overload
@@ -22,7 +22,8 @@ from .errors import (
     UnsupportedFormat,
 )
 from .synthesis.speed import MAX_SPEED, MIN_SPEED
-from .synthesis import DEFAULT_VOICE, SpeechSynthesizer
+from .synthesis import DEFAULT_VOICE, SpeechSynthesizer, VoiceInfo
+from .synthesis.voices import accepted_voices
 
 MODEL_ALIAS = "uttera"  # always accepted as the name of the served model
 
@@ -52,15 +53,15 @@ class Catalog:
     """What the served model accepts."""
 
     model_ids: frozenset[str]
-    voices: frozenset[str]
+    voices: Mapping[str, VoiceInfo]  # every accepted `voice` string -> the voice it names
     max_input_chars: int
 
     @classmethod
     def of(cls, synth: SpeechSynthesizer, max_input_chars: int) -> "Catalog":
-        """Accepted by `synth`: its model id and the alias; voices by id and by name."""
+        """Accepted by `synth`: its model id and the alias; voices by id, by name, and DEFAULT_VOICE."""
         return cls(
             model_ids=frozenset({synth.model_id, MODEL_ALIAS}),
-            voices=frozenset(name for v in synth.voices.values() for name in (v.id, v.name)),
+            voices=accepted_voices(synth.voices),
             max_input_chars=min(max_input_chars, synth.max_input_chars),
         )
 
@@ -68,7 +69,7 @@ class Catalog:
 @dataclass(frozen=True, slots=True)
 class SpeechParams:
     text: str
-    voice: str = DEFAULT_VOICE
+    voice: str = DEFAULT_VOICE  # as the request names it, checked against `Catalog.voices`
     speed: float = 1.0  # 1.0 = the voice's natural rate
     response_format: AudioFormat = AudioFormat.WAV
     stream_format: StreamFormat = StreamFormat.AUDIO
@@ -153,9 +154,15 @@ def check_text(text: str, max_chars: int) -> None:
         )
 
 
-def check_voice(voice: str, voices: frozenset[str]) -> None:
-    if voice not in voices:
+def check_voice(voice: str, voices: Collection[str]) -> None:
+    if not isinstance(voice, str) or voice not in voices:
         raise UnknownVoice(f"unknown voice {voice!r}; available: {', '.join(sorted(voices))}")
+
+
+def resolve_voice(voice: str, voices: Mapping[str, VoiceInfo]) -> VoiceInfo:
+    """The voice a request names (`Catalog.voices`), once per request or WebSocket context."""
+    check_voice(voice, voices)
+    return voices[voice]
 
 
 def parse_format(value: str, param: str = "response_format") -> AudioFormat:

@@ -1,13 +1,16 @@
 """Create a tiny random-weight model directory for tests and development (no network).
 
-    python -m uttera_server.tiny_model OUT_DIR [--seed 0] [--layers 2] [--hidden 64]
+    python -m uttera_server.tiny_model OUT_DIR [--seed 0] [--layers 2] [--hidden 64] [--voice ID:TOKEN ...]
 
 The weights are random, so it speaks noise, but it runs the whole serving path with the real shapes
-and vocabularies. config.json marks it `"random_weights": true`, which the server reports.
+and vocabularies. config.json marks it `"random_weights": true`, which the server reports. With
+`--voice` (or `voices=`), config.json also has a `voices` list (docs/model-format.md): one model
+directory, several voices, each chosen by its voice token in place of the prompt's first id.
 """
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -96,13 +99,44 @@ def random_weights(cfg: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
     return w
 
 
-def make_tiny_model(out: str | Path, *, seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 2) -> Path:
+def voices_list(voices: Mapping[str, int]) -> list[dict[str, Any]]:
+    """config.json's `voices` list for `{id: voice_token}` (the first is the default), as
+    training/export.py writes it, each marked as random weights."""
+    return [
+        {
+            "id": voice_id,
+            "voice_token": token,
+            "name": voice_id,
+            "language": "en-US",
+            "description": f"tiny random voice {voice_id} (development model): produces noise, not speech",
+            "random_weights": True,
+            "gender": None,
+            "teacher": None,
+            "license": None,
+        }
+        for voice_id, token in voices.items()
+    ]
+
+
+def make_tiny_model(
+    out: str | Path,
+    *,
+    seed: int = 0,
+    hidden: int = 64,
+    layers: int = 2,
+    heads: int = 2,
+    voices: Mapping[str, int] | None = None,
+) -> Path:
+    """`voices`: `{id: voice_token}` for a multi-voice directory (e.g. `{"joe": 1, "heart": 255}`);
+    None: one voice, without a `voices` list."""
     from vocoder.config import VocoderConfig
     from vocoder.model import Vocoder
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cfg = acoustic_config(hidden, layers, heads)
+    if voices is not None:
+        cfg["voices"] = voices_list(voices)
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     save_file(random_weights(cfg, seed), str(out / "model.safetensors"))
     vcfg = VocoderConfig(
@@ -126,8 +160,11 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--heads", type=int, default=2)
+    parser.add_argument("--voice", action="append", metavar="ID:TOKEN", help="a voice of a multi-voice model")
     a = parser.parse_args()
-    print(make_tiny_model(a.out, seed=a.seed, hidden=a.hidden, layers=a.layers, heads=a.heads))
+    voices = {v.rsplit(":", 1)[0]: int(v.rsplit(":", 1)[1]) for v in a.voice} if a.voice else None
+    out = make_tiny_model(a.out, seed=a.seed, hidden=a.hidden, layers=a.layers, heads=a.heads, voices=voices)
+    print(out)
 
 
 if __name__ == "__main__":

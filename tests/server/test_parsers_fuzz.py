@@ -10,9 +10,11 @@ from hypothesis import strategies as st
 
 from uttera_server.errors import InvalidRequest
 from uttera_server.speech_params import Catalog, SpeechParams, parse_speech_request
+from uttera_server.synthesis import VoiceInfo
 from uttera_server.ws.messages import ClientMessage, parse_client_message
 
-CATALOG = Catalog(model_ids=frozenset({"uttera"}), voices=frozenset({"default"}), max_input_chars=100)
+VOICES = {"default": VoiceInfo("default", "test", "en-US", "", True, 22050)}
+CATALOG = Catalog(model_ids=frozenset({"uttera"}), voices=VOICES, max_input_chars=100)
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 numbers = st.one_of(

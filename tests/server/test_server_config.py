@@ -180,7 +180,7 @@ def test_paced_websocket_contexts_run_one_segment_at_a_time(tmp_path):
         config = build_config(build_parser().parse_args(["serve", "--model", str(tmp_path), *args]))
         state = SimpleNamespace(
             config=config,
-            catalog=SimpleNamespace(max_input_chars=config.max_input_chars, voices=frozenset({"default"})),
+            catalog=SimpleNamespace(max_input_chars=config.max_input_chars, voices={}),
             synth=SimpleNamespace(sample_rate=22050),
         )
         return session_limits(state, 60.0).pipeline_depth  # type: ignore[arg-type]  # the fields it reads

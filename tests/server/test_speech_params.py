@@ -13,8 +13,10 @@ from uttera_server.speech_params import (
     parse_speech_query,
     parse_speech_request,
 )
+from uttera_server.synthesis import VoiceInfo
 
-CATALOG = Catalog(model_ids=frozenset({"uttera", "uttera-x"}), voices=frozenset({"default"}), max_input_chars=20)
+VOICE = VoiceInfo("default", "test", "en-US", "", True, 22050)
+CATALOG = Catalog(model_ids=frozenset({"uttera", "uttera-x"}), voices={"default": VOICE}, max_input_chars=20)
 
 
 def parse(**body) -> SpeechParams:

@@ -11,6 +11,7 @@ from websockets.asyncio.client import connect
 from _speech_client import collect_until, recv_json, send_json
 from uttera_server.audio.formats import open_encoder
 from uttera_server.speech_params import AudioFormat
+from uttera_server.synthesis import VoiceInfo
 from uttera_server.ws.text_chunker import ChunkerConfig
 from uttera_server.ws.actions import SendAudio, SendMessage, StartSynthesis
 from uttera_server.ws.messages import decode_audio_frame
@@ -19,7 +20,7 @@ from uttera_server.ws.protocol import SessionLimits, SpeechSessionProtocol
 RATE = 22050
 LIMITS = SessionLimits(
     sample_rate=RATE,
-    voices=frozenset({"default"}),
+    voices={"default": VoiceInfo("default", "test", "en-US", "", True, RATE)},
     max_buffered_chars=500,
     max_contexts=4,
     idle_timeout_s=10.0,

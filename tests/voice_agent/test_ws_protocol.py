@@ -20,15 +20,18 @@ from uttera_server.ws.actions import (
     StreamOpened,
     Underrun,
 )
+from uttera_server.synthesis import VoiceInfo
 from uttera_server.ws.context import ContextConfig, ContextStream
 from uttera_server.ws.messages import decode_audio_frame, encode_audio_frame
 from uttera_server.ws.protocol import SessionLimits, SessionState, SpeechSessionProtocol
 
 RATE = 16000
 MS = 2 * RATE // 1000  # PCM bytes per ms
+DEFAULT = VoiceInfo("default", "test", "en-US", "", True, RATE)
+OTHER = VoiceInfo("other", "other", "en-US", "", True, RATE)
 LIMITS = SessionLimits(
     sample_rate=RATE,
-    voices=frozenset({"default", "other"}),
+    voices={"default": DEFAULT, "test": DEFAULT, "other": OTHER},
     max_buffered_chars=120,
     max_contexts=2,
     idle_timeout_s=10.0,
@@ -93,7 +96,7 @@ def test_text_flush_end_streams_audio_then_done(p):
     assert (seg.context_id, seg.text, seg.voice, seg.speed, seg.text_offset) == (
         "default",
         "Hello world",
-        "default",
+        DEFAULT,
         1.0,
         0,
     )
@@ -183,7 +186,7 @@ def test_flush_with_nothing_buffered_is_acknowledged_at_once(p):
 def test_end_flushes_the_buffer_with_voice_and_speed(p):
     send(p, type="text", text="Only end.", voice="other", speed=2)
     (seg,) = segments(send(p, type="end"))
-    assert (seg.text, seg.voice, seg.speed) == ("Only end.", "other", 2.0)
+    assert (seg.text, seg.voice, seg.speed) == ("Only end.", OTHER, 2.0)
     assert kinds(p.segment_done(seg.id)) == ["done", "StreamClosed"]
 
 
@@ -433,7 +436,7 @@ def test_cancel_all_stops_every_context_and_closes(p):
 
 def test_illegal_context_transitions_name_the_states():
     ids = iter(range(100))
-    ctx = ContextStream("c", "default", 1.0, ContextConfig(RATE), lambda: next(ids))
+    ctx = ContextStream("c", DEFAULT, 1.0, ContextConfig(RATE), lambda: next(ids))
     (start,) = ctx.flush(0.0) if False else ctx.text("Hello there. Next", 0.0)
     seg = start.segment
     ctx.segment_done(seg.id, 0.0)

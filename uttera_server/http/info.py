@@ -33,9 +33,10 @@ async def list_models(request: Request) -> JSONResponse:
 
 
 async def list_voices(request: Request) -> JSONResponse:
+    """Every voice of the model; `default: true` marks the one `"default"` names (the first)."""
     state: AppState = request.app.state.uttera
     data = []
-    for voice in state.synth.voices.values():
+    for index, voice in enumerate(state.synth.voices.values()):
         description = voice.description
         if voice.random_weights and RANDOM_WEIGHTS_NOTE not in description:
             description = f"{description}; {RANDOM_WEIGHTS_NOTE}" if description else RANDOM_WEIGHTS_NOTE
@@ -49,6 +50,7 @@ async def list_voices(request: Request) -> JSONResponse:
             "gender": voice.gender,
             "teacher": voice.teacher,
             "license": voice.license,
+            "default": index == 0,
         })  # fmt: skip
     return JSONResponse({"object": "list", "data": data})
 

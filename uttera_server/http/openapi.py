@@ -155,5 +155,5 @@ async def openapi_json(request: Request) -> JSONResponse:
         v = version("uttera-server")
     except PackageNotFoundError:
         v = "0"
-    voices = sorted({v.id for v in state.synth.voices.values()})
+    voices = sorted({DEFAULT_VOICE, *state.synth.voices})  # the ids a request may name, and the alias
     return JSONResponse(build(request.app.routes, state.synth.sample_rate, state.catalog.max_input_chars, voices, v))

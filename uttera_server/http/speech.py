@@ -23,7 +23,14 @@ from ..errors import EngineNotReady, RequestTooLarge, ShuttingDown, UtteraError,
 from ..metrics import Transport
 from ..outcome import Outcome
 from ..audio.formats import MEDIA_TYPES, output_rate
-from ..speech_params import AudioFormat, SpeechParams, StreamFormat, parse_speech_query, parse_speech_request
+from ..speech_params import (
+    AudioFormat,
+    SpeechParams,
+    StreamFormat,
+    parse_speech_query,
+    parse_speech_request,
+    resolve_voice,
+)
 from .sse import MEDIA_TYPE as SSE_MEDIA_TYPE
 from .sse import open_response_encoder
 from ..audio.wav import duration_s
@@ -66,7 +73,8 @@ async def create_speech(request: Request) -> Response:
         synth = state.synth
         if not synth.is_ready():
             raise EngineNotReady()
-        chunks = synth.stream(params.text, voice=params.voice, speed=params.speed, request_id=f"http-{request_id}")
+        voice = resolve_voice(params.voice, state.catalog.voices)
+        chunks = synth.stream(params.text, voice=voice, speed=params.speed, request_id=f"http-{request_id}")
     except Exception as e:
         if not isinstance(e, UtteraError):
             log.exception("speech request %s failed before streaming", request_id)

@@ -23,14 +23,14 @@ from .word_clock import WordTiming
 if TYPE_CHECKING:
     from .mel_engine import EngineStats
 
-DEFAULT_VOICE = "default"  # the voice id every synthesizer has
+DEFAULT_VOICE = "default"  # accepted in every request: the synthesizer's first voice (a single voice's id)
 
 
 @dataclass(frozen=True, slots=True)
 class VoiceInfo:
     """One voice of `SpeechSynthesizer.voices`, as /v1/audio/voices lists it."""
 
-    id: str  # what a request names in `voice`; DEFAULT_VOICE always exists
+    id: str  # what a request names in `voice`; a single-voice model's is DEFAULT_VOICE
     name: str  # also accepted in `voice`
     language: str  # BCP 47, e.g. "en-US"
     description: str
@@ -66,7 +66,7 @@ class SpeechSynthesizer(Protocol):
 
     sample_rate: int  # Hz of every AudioChunk.pcm
     model_id: str  # e.g. "uttera-default"; the server also accepts the alias "uttera"
-    voices: dict[str, VoiceInfo]  # by id; has DEFAULT_VOICE
+    voices: dict[str, VoiceInfo]  # by id; the first is the default, which DEFAULT_VOICE also names
     max_input_chars: int  # longest text `stream` accepts, in characters
     sink: int  # which serving process this is (`--api-servers`), 0 with one; GET /health reports it
 
@@ -95,7 +95,7 @@ class SpeechSynthesizer(Protocol):
         self,
         text: str,
         *,
-        voice: str = DEFAULT_VOICE,
+        voice: str | VoiceInfo = DEFAULT_VOICE,
         speed: float = 1.0,
         request_id: str | None = None,
         with_timestamps: bool = False,
@@ -104,8 +104,9 @@ class SpeechSynthesizer(Protocol):
     ) -> AsyncGenerator[AudioChunk | WordTimings, None]:
         """Validate now, then return the speech of `text` as an async iterator.
 
-        Raises before any audio (so a server can answer 4xx): `errors.EmptyInput`, `InputTooLong` (over
-        `max_input_chars`), `UnknownVoice` (neither a voice id nor a voice name), `InvalidSpeed` (outside
+        `voice`: one of `voices` (resolved once by the caller, `speech_params.resolve_voice`), or a voice id,
+        name or DEFAULT_VOICE. Raises before any audio (so a server can answer 4xx): `errors.EmptyInput`,
+        `InputTooLong` (over `max_input_chars`), `UnknownVoice` (none of those), `InvalidSpeed` (outside
         0.25..4.0, 1.0 is natural), `EngineNotReady`. While streaming, a fault of the engine ends the
         iterator with `errors.SynthesisFailed`.
 

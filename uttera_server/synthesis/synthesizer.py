@@ -23,14 +23,15 @@ import numpy as np
 
 from ..config import EngineConfig
 from .mel_engine import EngineClientSlot, EngineStats, MelEngine
-from ..errors import ConfigError, EmptyInput, EngineNotReady, SynthesisFailed
+from ..errors import ConfigError, EmptyInput, EngineNotReady, SynthesisFailed, UnknownVoice
 from ..model_dir import VoiceModelConfig
-from ..speech_params import check_speed, check_text, check_voice
+from ..speech_params import check_speed, check_text, resolve_voice
 from .speed import MelTimeScale, scaled_frames
 from .deadline import PlaybackDeadline
 from .placement import start_vocoder_worker, vocoder_device, vocoder_process
 from ..audio.pcm import to_int16
 from . import DEFAULT_VOICE, AudioChunk, VoiceInfo, WordTimings
+from .voices import accepted_voices, served_voices, voice_prompt
 from .pcm_queue import PcmQueue
 from .word_clock import SentenceWordClock, WordTiming
 
@@ -71,19 +72,10 @@ class Synthesizer:
         self.max_input_chars = max_input_chars
         self.sample_rate = self.model.sample_rate
         self.model_id = f"uttera-{self.model.voice_name}"
-        self.voices = {
-            DEFAULT_VOICE: VoiceInfo(
-                DEFAULT_VOICE,
-                self.model.voice_name,
-                self.model.language,
-                self.model.description,
-                self.model.random_weights,
-                self.model.sample_rate,
-                self.model.gender,
-                self.model.teacher,
-                self.model.license,
-            ),
-        }
+        from ..frontend.phoneme_table import en_us
+
+        self.voices, self._voice_tokens = served_voices(self.model, en_us().bos_ids[0])
+        self._accepted = accepted_voices(self.voices)  # what `voice` may say, as a request names it
         # Where the vocoder runs: inside the engine's worker (one CUDA context, PCM on the PCM channel)
         # or here, in a VocoderWorker beside the event loop.
         self.vocoder_process = vocoder_process(engine.vocoder_process, self.vocoder_device)
@@ -175,17 +167,20 @@ class Synthesizer:
         return self._worker
 
     # --- requests ---
-    def validate(self, text: str, voice: str, speed: float) -> None:
-        """The request checks of every transport (speech_params.py), for direct callers."""
-        check_voice(voice, frozenset(self.voices) | {self.model.voice_name})
+    def validate(self, text: str, voice: str | VoiceInfo, speed: float) -> VoiceInfo:
+        """The request checks of every transport (speech_params.py), for direct callers; returns the voice."""
+        resolved = voice if isinstance(voice, VoiceInfo) else resolve_voice(voice, self._accepted)
+        if self.voices.get(resolved.id) != resolved:
+            raise UnknownVoice(f"voice {resolved.id!r} is not one of this model's: {', '.join(self.voices)}")
         check_speed(speed)
         check_text(text, self.max_input_chars)
+        return resolved
 
     def stream(
         self,
         text: str,
         *,
-        voice: str = DEFAULT_VOICE,
+        voice: str | VoiceInfo = DEFAULT_VOICE,
         speed: float = 1.0,
         request_id: str | None = None,
         with_timestamps: bool = False,
@@ -200,12 +195,12 @@ class Synthesizer:
         spans are indices into `text` plus `text_offset`. `lead_s`: audio the client already has
         buffered ahead of this synthesis (a WebSocket context's earlier segments), for deadline scheduling.
         """
-        self.validate(text, voice, speed)
+        token = self._voice_tokens[self.validate(text, voice, speed).id]  # the prompts' first id
         if not self.is_ready():
             raise EngineNotReady()
         deadline = PlaybackDeadline(arrival=time.monotonic(), lead_s=max(0.0, float(lead_s)))
         return self._generate(
-            text, text_offset, float(speed), request_id or uuid.uuid4().hex, with_timestamps, deadline
+            text, text_offset, float(speed), request_id or uuid.uuid4().hex, with_timestamps, deadline, token
         )
 
     def _sentences(self, text: str, text_offset: int) -> "list[Sentence]":
@@ -228,13 +223,15 @@ class Synthesizer:
         request_id: str,
         with_timestamps: bool,
         deadline: PlaybackDeadline,
+        voice_token: int,
     ) -> AsyncGenerator[AudioChunk | WordTimings, None]:
-        """Raises `EmptyInput` before anything else when the text has nothing to speak."""
+        """Raises `EmptyInput` before anything else when the text has nothing to speak. `voice_token`:
+        the first id of every sentence's prompt (voices.voice_prompt)."""
         sentences = await asyncio.to_thread(self._sentences, text, text_offset)
         opened: list[str] = []
         handoff: asyncio.Queue[tuple[int, PcmQueue] | BaseException] = asyncio.Queue()  # or an exception
         producer = asyncio.create_task(
-            self._produce(sentences, speed, request_id, handoff, opened, with_timestamps, deadline)
+            self._produce(sentences, speed, request_id, handoff, opened, with_timestamps, deadline, voice_token)
         )
         samples = 0  # yielded so far: the start of the next sentence's audio
         last_span: tuple[int, int] | None = None  # a word cut in two by a long-sentence split is reported once
@@ -297,6 +294,7 @@ class Synthesizer:
         opened: list[str],
         with_timestamps: bool,
         deadline: PlaybackDeadline,
+        voice_token: int,
     ) -> None:
         """Run the engine for each sentence in turn; mel goes to the vocoder (here, or in the engine),
         which delivers PCM to the sentence's queue, and word timings go straight to the same queue (so
@@ -321,10 +319,11 @@ class Synthesizer:
                 opened.append(utterance_id)
                 handoff.put_nowait((index, pcm_queue))
                 clock = SentenceWordClock(sentence.phoneme_words, sentence.words, step_ms) if with_timestamps else None
+                prompt = voice_prompt(sentence.phoneme_ids, voice_token)
                 if self._receiver is not None:
-                    frames_out = await self._engine_vocoded(sentence, utterance_id, due, speed, clock, pcm_queue)
+                    frames_out = await self._engine_vocoded(prompt, utterance_id, due, speed, clock, pcm_queue)
                 else:
-                    frames_out = await self._vocoded_here(sentence, utterance_id, due, speed, clock, pcm_queue)
+                    frames_out = await self._vocoded_here(prompt, utterance_id, due, speed, clock, pcm_queue)
                 deadline.generated_s += frames_out * m.frame_ms / 1000.0
                 if clock is not None and (words := clock.finish(frames_out * m.frame_ms)):
                     pcm_queue.put_nowait(words)
@@ -338,18 +337,19 @@ class Synthesizer:
 
     async def _vocoded_here(
         self,
-        sentence: "Sentence",
+        prompt: list[int],
         utterance_id: str,
         due: float,
         speed: float,
         clock: SentenceWordClock | None,
         pcm_queue: PcmQueue,
     ) -> int:
-        """One sentence's mel from the engine into this process's VocoderWorker; returns its frames."""
+        """One sentence's mel (`prompt`: its voice_prompt) from the engine into this process's
+        VocoderWorker; returns its frames."""
         assert self._worker is not None  # vocoder_process == "frontend"
         scale = MelTimeScale(speed)
         frames_out = 0
-        async for step in self._engine.generate(sentence.phoneme_ids, request_id=utterance_id, deadline=due):
+        async for step in self._engine.generate(prompt, request_id=utterance_id, deadline=due):
             if clock is not None and (words := clock.step(step.pointer)):
                 pcm_queue.put_nowait(words)
             assert step.mel is not None  # the engine sends mel when the vocoder runs here
@@ -365,20 +365,20 @@ class Synthesizer:
 
     async def _engine_vocoded(
         self,
-        sentence: "Sentence",
+        prompt: list[int],
         utterance_id: str,
         due: float,
         speed: float,
         clock: SentenceWordClock | None,
         pcm_queue: PcmQueue,
     ) -> int:
-        """One sentence vocoded in the engine: PCM reaches `pcm_queue` from the PCM channel; here only
-        the pointers (word timings) go by. Returns the sentence's frames after the speed change."""
+        """One sentence (`prompt`: its voice_prompt) vocoded in the engine: PCM reaches `pcm_queue` from
+        the PCM channel; here only the pointers (word timings) go by. Returns the sentence's frames after the speed change."""
         from engine_patches.pcm_wire import PcmRoute
 
         steps = 0
         route = PcmRoute(sink=self.sink, key=utterance_id, speed=speed)
-        async for step in self._engine.generate(sentence.phoneme_ids, request_id=utterance_id, deadline=due, pcm=route):
+        async for step in self._engine.generate(prompt, request_id=utterance_id, deadline=due, pcm=route):
             steps += 1
             if clock is not None and (words := clock.step(step.pointer)):
                 pcm_queue.put_nowait(words)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..outcome import Outcome
+from ..synthesis import VoiceInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,7 +18,7 @@ class Segment:
     id: int  # unique within the session
     context_id: str
     text: str
-    voice: str
+    voice: VoiceInfo  # resolved once, by its context
     speed: float
     text_offset: int = 0  # where `text` starts in the context's whole text (for word timestamps)
     since: float = 0.0  # clock time its oldest character arrived (to tell underruns from a slow client)

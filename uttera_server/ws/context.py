@@ -30,6 +30,7 @@ from .playout import PlayoutClock
 from ..speech_params import AudioFormat
 from .text_chunker import Chunk, ChunkerConfig, TextChunker
 from ..audio.wav import duration_s
+from ..synthesis import VoiceInfo
 from ..synthesis.word_clock import WordTiming
 from .actions import Action, SendAudio, SendMessage, Segment, StartSynthesis, StopSynthesis, Underrun
 
@@ -84,7 +85,7 @@ class ContextStream:
     def __init__(
         self,
         context_id: str,
-        voice: str,
+        voice: VoiceInfo,
         speed: float,
         config: ContextConfig,
         new_segment_id: Callable[[], int],

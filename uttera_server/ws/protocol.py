@@ -17,7 +17,7 @@ and the socket stays open. A server fault answers `error` and closes with 1011.
 """
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from enum import Enum, auto
@@ -35,8 +35,8 @@ from ..errors import (
     UtteraError,
 )
 from ..outcome import Outcome
-from ..speech_params import AudioFormat, check_speed, check_voice, parse_format
-from ..synthesis import DEFAULT_VOICE
+from ..speech_params import AudioFormat, check_speed, parse_format, resolve_voice
+from ..synthesis import DEFAULT_VOICE, VoiceInfo
 from .text_chunker import ChunkerConfig
 from ..synthesis.word_clock import WordTiming
 from .actions import (
@@ -68,7 +68,7 @@ class SessionState(Enum):
 @dataclass(frozen=True, slots=True)
 class SessionLimits:
     sample_rate: int  # Hz of the PCM the synthesizer yields
-    voices: frozenset[str]
+    voices: Mapping[str, VoiceInfo]  # every accepted `voice` string -> its voice (speech_params.Catalog)
     max_buffered_chars: int  # text of one context received but not yet synthesized, in characters
     max_contexts: int  # contexts open at once on one socket
     idle_timeout_s: float = 60.0  # close after this long without a client message while nothing is synthesized
@@ -283,9 +283,8 @@ class SpeechSessionProtocol:
             raise TooManyContexts(
                 f"{len(self._contexts)} contexts are open, the limit per socket: end or cancel one first"
             )
-        voice = DEFAULT_VOICE if msg.voice is None else msg.voice
+        voice = resolve_voice(DEFAULT_VOICE if msg.voice is None else msg.voice, self.limits.voices)
         speed = 1.0 if msg.speed is None else msg.speed
-        check_voice(voice, self.limits.voices)
         check_speed(speed)
         fmt = AudioFormat.PCM if msg.format is None else parse_format(msg.format, param="format")
         ctx = ContextStream(msg.context_id, voice, speed, self._context_config, self._new_segment_id, fmt)
@@ -296,12 +295,11 @@ class SpeechSessionProtocol:
         self._next_segment += 1
         return self._next_segment - 1
 
-    @staticmethod
-    def _conflict(ctx: ContextStream, msg: wire.ClientMessage) -> str | None:
+    def _conflict(self, ctx: ContextStream, msg: wire.ClientMessage) -> str | None:
         if ctx.state is ContextState.ENDING:
             return f"context {ctx.id!r} is ending: wait for its done message before sending text to it"
         if (
-            (msg.voice is not None and msg.voice != ctx.voice)
+            (msg.voice is not None and self.limits.voices.get(msg.voice) != ctx.voice)
             or (msg.speed is not None and msg.speed != ctx.speed)
             or (msg.format is not None and msg.format != ctx.audio_format.value)
         ):
