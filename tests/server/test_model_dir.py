@@ -49,3 +49,52 @@ def test_the_shipped_voice_names_its_speaker_teacher_and_license():
     voice = VoiceModelConfig.load(Path(__file__).resolve().parents[2] / "voices" / "default")
     assert (voice.language, voice.gender, voice.license, voice.sample_rate) == ("en-US", "male", "Apache-2.0", 22050)
     assert voice.teacher is not None and "en_US-joe-medium" in voice.teacher
+
+
+# --- config.json's `voices` list (one model directory, several voices) ---
+
+
+def with_voices(voice, voices) -> None:
+    file = voice / "config.json"
+    cfg = json.loads(file.read_text())
+    cfg["voices"] = voices
+    file.write_text(json.dumps(cfg))
+
+
+def entry(voice_id: str, token: int) -> dict:
+    return {"id": voice_id, "voice_token": token, "name": voice_id, "language": "en-US", "gender": "female"}
+
+
+def test_a_voices_list_loads_in_order_and_without_one_the_directory_is_one_voice(voice):
+    assert VoiceModelConfig.load(voice).voices == ()  # served as "default", prompts unchanged
+    with_voices(voice, [entry("joe", 1), entry("heart", 255)])
+    voices = VoiceModelConfig.load(voice).voices
+    assert [(v.id, v.voice_token, v.name, v.gender, v.teacher) for v in voices] == [
+        ("joe", 1, "joe", "female", None),
+        ("heart", 255, "heart", "female", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("voices", "message"),
+    [
+        ([entry("joe", 1), entry("joe", 255)], "lists the id 'joe' twice; ids must be unique"),
+        ([entry("", 1)], "has an empty id"),
+        ([entry("joe", 1), entry("heart", 1)], "voices 'joe' and 'heart' share voice_token 1; tokens must be unique"),
+        ([entry("joe", 256)], r"voice 'joe' has voice_token 256, outside \[0, 256\)"),
+        ([entry("joe", -1)], r"outside \[0, 256\)"),
+        (
+            [entry("joe", 20)],
+            "voice_token 20, a phoneme id of the frontend's table; a voice token must be the bos id 1",
+        ),
+        ([entry("joe", 0)], "a phoneme id of the frontend's table"),  # the pad id
+        ([{**entry("joe", 1), "voice_token": "1"}], r"voices\[0\].voice_token must be an integer, got '1'"),
+        ([{"voice_token": 1}], r"voices\[0\].id must be a string"),
+        ([], "'voices' must be a non-empty list"),
+        ({"joe": 1}, "'voices' must be a non-empty list"),
+    ],
+)
+def test_a_bad_voices_list_is_a_typed_error_that_names_the_problem(voice, voices, message):
+    with_voices(voice, voices)
+    with pytest.raises(ModelDirectoryError, match=message):
+        VoiceModelConfig.load(voice)
