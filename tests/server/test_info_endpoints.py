@@ -35,6 +35,7 @@ async def test_voices_include_default_and_flag_random_weights(http):
     assert fields <= set(default)
     assert isinstance(default["random_weights"], bool)
     assert default["sample_rate"] == 22050  # the tiny model's, as `x-sample-rate` declares it
+    assert list(voices) == ["default"] and default["default"] is True  # a single-voice model: today's shape
     assert default["gender"] is None and default["teacher"] is None  # the tiny test model names none
     if default["random_weights"]:  # the tiny test model has random weights
         assert "random weights (development model)" in default["description"]
