@@ -12,7 +12,10 @@
 # training/data/train_sentences.tsv, voices/default/vocoder (the vocoder's starting weights).
 # Knobs (environment): SYNTH_S (synthesis deadline, s), MIN_AC / MIN_VOC / R8_MIN (training budgets,
 # min; R8_MIN=0 skips the 8-frames-per-step model), VOC_START_S (vocoder start, s after synthesis starts),
-# VOC_LR, GAN_AFTER, HEART_WORKERS.
+# VOC_LR, GAN_AFTER, HEART_WORKERS, PRED_MIN (minutes more of vocoder training after the acoustic model,
+# half of each batch vocoded from its teacher-forced mel: training/aligned_mels.py; 0 = off), AC_ARGS
+# (e.g. "--init voices/default": start the acoustic model from the shipped one; then carry
+# voices/default/model.safetensors, 30 MB, in the start call and the wheels in earlier calls).
 set -u
 W=/tmp/uttera
 SYNTH_S=${SYNTH_S:-400}
@@ -83,6 +86,13 @@ pipeline)
   wait $ac; echo "[$(date +%T)] acoustic exit $?"
   [ -n "$r8" ] && { wait $r8; echo "[$(date +%T)] acoustic r8 exit $?"; }
   wait $vo; echo "[$(date +%T)] vocoder exit $?"
+  if [ "${PRED_MIN:-0}" != 0 ]; then  # the vocoder goes on, half of each batch from the acoustic model's mel
+    stage aligned_joe python3 -m training.aligned_mels $W/acoustic/ckpt.pt $W/feat_joe $W/pred_joe --voice-token 1
+    stage aligned_heart python3 -m training.aligned_mels $W/acoustic/ckpt.pt $W/feat_heart $W/pred_heart --voice-token 255
+    stage vocoder_pred python3 -m training.train_vocoder $W/synth_joe,$W/synth_heart $W/vocoder --resume \
+      --minutes "$(python3 -c "print($MIN_VOC + $PRED_MIN)")" --lr "${VOC_LR:-2e-4}" --gan-after "${GAN_AFTER:-0.02}" \
+      --pred-mels $W/pred_joe,$W/pred_heart ${VOC_ARGS:-} >> $W/vocoder.out 2>&1
+  fi
   stage export python3 -m training.export $W/acoustic/ckpt.pt $W/vocoder/ckpt.pt $W/voice
   [ -n "$r8" ] && stage export_r8 python3 -m training.export $W/acoustic_r8/ckpt.pt $W/vocoder/ckpt.pt $W/voice_r8
   stage plot python3 -m training.plot $W/acoustic/log.jsonl $W/vocoder/log.jsonl $W/loss_curves.png

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from training.data import BatchDataset, collate, length_batches, load_utterances
 from training.model import AcousticConfig, UtteraTTS
 
+BOS_ID = 1  # `^`, every prompt's first id (the frontend's table), which a voice token replaces
 # AcousticConfig fields settable from the command line (a new run only; --resume keeps the checkpoint's).
 SIZE_FIELDS = (
     "hidden_size",
@@ -55,6 +56,22 @@ def parse_voices(spec: str) -> dict[str, tuple[str, int | None]]:
             raise SystemExit(f"voice {voice_id!r} or token {token} given twice in {spec!r}")
         voices[voice_id] = (feat_dir, int(token))
     return voices
+
+
+def init_from(model: UtteraTTS, model_dir: Path, voice_tokens: list[int]) -> None:
+    """Load an exported directory's weights (fp16 -> fp32) into `model`; each of `voice_tokens` the directory
+    was not trained with (not in its config.json `voices`) gets the embedding of `^`, the id it replaces."""
+    from safetensors.torch import load_file
+
+    state = {k: v.float() for k, v in load_file(str(model_dir / "model.safetensors")).items()}
+    model.load_state_dict(state)
+    trained = {v["voice_token"] for v in json.loads((model_dir / "config.json").read_text()).get("voices", [])}
+    emb = model.model.embed_tokens.weight
+    with torch.no_grad():
+        for t in voice_tokens:
+            if t not in trained and t != BOS_ID:
+                emb[t] = emb[BOS_ID]
+    print(f"initialized from {model_dir} (new voice tokens: {sorted(set(voice_tokens) - trained - {BOS_ID})})")
 
 
 def acoustic_loss(
@@ -127,6 +144,12 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument(
+        "--init",
+        default=None,
+        help="exported model directory (voices/*) to start a new run from: its config and weights; a voice "
+        "token it was not trained with starts as its ^ embedding",
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     for f in SIZE_FIELDS:
         parser.add_argument("--" + f.replace("_", "-"), type=int, default=None)
@@ -141,6 +164,10 @@ def main() -> None:
     state = torch.load(ckpt_path, map_location="cpu", weights_only=False) if a.resume and ckpt_path.exists() else None
     if state is not None:
         config = AcousticConfig(**state["config"])
+    elif a.init:
+        config = dataclasses.replace(
+            AcousticConfig.from_hf(json.loads((Path(a.init) / "config.json").read_text())), dropout=a.dropout
+        )
     else:
         overrides = {f: getattr(a, f) for f in SIZE_FIELDS if getattr(a, f) is not None}
         if "num_attention_heads" in overrides:
@@ -176,7 +203,9 @@ def main() -> None:
     model = UtteraTTS(config).to(a.device)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.98), weight_decay=0.01)
     step, trained_s, epoch = 0, 0.0, 0
-    if state is None:
+    if state is None and a.init:
+        init_from(model, Path(a.init), [t for _, t in voices.values() if t is not None])
+    elif state is None:
         # Start the mel head at the data's mean log-mel (silence is -11.5, speech ~ -4): the L1 then
         # spends no early steps on the offset.
         mean = np.concatenate([u.mel.reshape(-1, config.n_mels) for u in train[:2000]]).astype(np.float32).mean(0)

@@ -13,7 +13,9 @@ checkpoint `RUN/ckpt.pt`, log `RUN/log.jsonl`.
 
 Several synthesis directories (one per voice): one vocoder for all of them, segments drawn uniformly
 over their utterances. `--init` starts a new run from an exported vocoder's weights (`voices/*/vocoder`);
-the discriminators still start from scratch.
+the discriminators still start from scratch. `--pred-mels` (training/aligned_mels.py): a `--pred-fraction`
+of each batch is vocoded from the acoustic model's teacher-forced mel of the same frames instead of the
+teacher's (the served input), with the same targets (the teacher's audio).
 """
 
 from __future__ import annotations
@@ -85,12 +87,21 @@ class GAN(nn.Module):
 
 
 class SegmentSampler:
-    """All teacher audio in one tensor; random `(B, frames * hop)` segments inside utterances."""
+    """All teacher audio in one tensor; random `(B, frames * hop)` segments inside utterances.
 
-    def __init__(self, synth_dirs: list[str], hop: int, device: str, limit: int = 0):
-        audio, starts, lengths = [], [], []
+    With `pred_dirs` (training/aligned_mels.py output, one per synthesis dir, `pred_k` beside `shard_k`),
+    the acoustic model's teacher-forced mel of the same frames comes with each segment (segments then start
+    on frame boundaries, which the concatenated audio and mel share: each utterance is `frames * hop` long).
+    """
+
+    def __init__(
+        self, synth_dirs: list[str], hop: int, device: str, limit: int = 0, pred_dirs: list[str] | None = None
+    ):
+        if pred_dirs is not None and len(pred_dirs) != len(synth_dirs):
+            raise SystemExit("--pred-mels needs one directory per synthesis directory, in the same order")
+        audio, starts, lengths, pred = [], [], [], []
         pos = 0
-        for path in sorted(p for d in synth_dirs for p in Path(d).glob("shard_*.npz")):
+        for d, path in [(i, p) for i, d in enumerate(synth_dirs) for p in sorted(Path(d).glob("shard_*.npz"))]:
             z = np.load(path)
             off = z["audio_off"]
             audio.append(z["audio"])
@@ -98,23 +109,38 @@ class SegmentSampler:
                 starts.append(pos + off[u])
                 lengths.append(off[u + 1] - off[u])
             pos += len(z["audio"])
+            if pred_dirs is not None:
+                with np.load(Path(pred_dirs[d]) / path.name.replace("shard_", "pred_")) as f:
+                    if len(f["mel"]) * hop != len(z["audio"]):
+                        raise SystemExit(f"{pred_dirs[d]}: predicted mel of {path.name} is not frame-aligned")
+                    pred.append(f["mel"])
             if limit and len(starts) >= limit:
                 break
         self.audio = torch.from_numpy(np.concatenate(audio)).to(device)
+        self.pred = torch.from_numpy(np.concatenate(pred)).to(device) if pred else None  # (F, n_mels) fp16
         self.starts = torch.tensor(starts, device=device)
         self.lengths = torch.tensor(lengths, device=device)
         self.hop = hop
         self.seconds = float(self.lengths.sum()) / 22050
 
-    def sample(self, batch: int, frames: int, g: torch.Generator) -> torch.Tensor:
+    def sample(self, batch: int, frames: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """-> (audio `(B, frames * hop)` float, predicted mel `(B, n_mels, frames)` float or None)."""
         n = frames * self.hop
         dev = self.audio.device
         u = torch.randint(len(self.starts), (batch,), generator=g, device="cpu").to(dev)
         room = (self.lengths[u] - n).clamp(min=0)
-        off = (torch.rand(batch, generator=g, device="cpu").to(dev) * (room + 1).float()).long()
+        if self.pred is None:
+            off = (torch.rand(batch, generator=g, device="cpu").to(dev) * (room + 1).float()).long()
+        else:
+            off = (torch.rand(batch, generator=g, device="cpu").to(dev) * (room // self.hop + 1).float()).long()
+            off = off * self.hop
         idx = (self.starts[u] + off).unsqueeze(1) + torch.arange(n, device=dev)
         idx = idx.clamp(max=len(self.audio) - 1)
-        return self.audio[idx].float() / 32768.0
+        wav = self.audio[idx].float() / 32768.0
+        if self.pred is None:
+            return wav, None
+        f_idx = (idx[:, 0] // self.hop).unsqueeze(1) + torch.arange(frames, device=dev)
+        return wav, self.pred[f_idx.clamp(max=len(self.pred) - 1)].float().transpose(1, 2)
 
 
 def lr_at(progress: float, step: int, base: float, warmup: int) -> float:
@@ -153,6 +179,12 @@ def main() -> None:
         default=None,
         help="bf16 autocast for the discriminators (default: on CUDA)",
     )
+    parser.add_argument(
+        "--pred-mels",
+        default=None,
+        help="training/aligned_mels.py directories, one per synthesis dir: learn from the acoustic model's mel too",
+    )
+    parser.add_argument("--pred-fraction", type=float, default=0.5, help="share of each batch from --pred-mels")
     parser.add_argument("--init", default=None, help="exported vocoder directory to start a new run from")
     parser.add_argument("--dim", type=int, default=None)
     parser.add_argument("--intermediate-dim", type=int, default=None)
@@ -197,7 +229,9 @@ def main() -> None:
             assert opt_d is not None  # made with disc
             disc.load_state_dict(state["disc"])
             opt_d.load_state_dict(state["opt_d"])
-    data = SegmentSampler(a.synth_dir.split(","), config.hop_length, a.device, a.limit)
+    pred_dirs = a.pred_mels.split(",") if a.pred_mels else None
+    data = SegmentSampler(a.synth_dir.split(","), config.hop_length, a.device, a.limit, pred_dirs)
+    n_pred = round(a.batch * a.pred_fraction) if pred_dirs else 0
     print(
         f"vocoder params={model.num_params() / 1e6:.2f} M gan_after={a.gan_after if disc else None} amp={amp} "
         f"audio={data.seconds / 3600:.2f} h device={a.device} resume_step={step}",
@@ -229,9 +263,11 @@ def main() -> None:
         lr = lr_at(trained_s / budget, step, a.lr, a.warmup)
         for pg in opt.param_groups + (opt_d.param_groups if opt_d else []):
             pg["lr"] = lr
-        wav = data.sample(a.batch, a.segment_frames, g)
+        wav, pred = data.sample(a.batch, a.segment_frames, g)
         with torch.no_grad():
             m = mel(wav)
+            if pred is not None and n_pred:  # these segments are vocoded from the acoustic model's mel
+                m[:n_pred] = pred[:n_pred]
         wav_hat = model(m)
         parts = {"mel_l1": mel_loss(wav_hat, wav), "stft": stft_loss(wav_hat, wav)}
         loss = MEL_WEIGHT * parts["mel_l1"] + parts["stft"]

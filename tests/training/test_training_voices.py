@@ -1,0 +1,163 @@
+"""Training for several voices and for the served mel: voice tokens, warm starts, aligned mels, export."""
+
+import json
+import shutil
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from train_helpers import tiny_acoustic_config
+
+TINY = ["--hidden-size", "32", "--num-attention-heads", "2", "--head-dim", "16", "--intermediate-size", "64"]
+TINY += ["--num-hidden-layers", "2", "--device", "cpu", "--workers", "0", "--max-tokens", "400", "--warmup", "2"]
+
+
+def run_main(module, argv, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [module.__name__, *argv])
+    module.main()
+
+
+def test_parse_voices():
+    from training.train_acoustic import parse_voices
+
+    assert parse_voices("/d/feat") == {"default": ("/d/feat", None)}
+    assert parse_voices("/a:joe:1,/b:heart:255") == {"joe": ("/a", 1), "heart": ("/b", 255)}
+    for bad in ("/a:joe:1,/b:joe:255", "/a:joe:1,/b:heart:1"):
+        with pytest.raises(SystemExit, match="twice"):
+            parse_voices(bad)
+
+
+def test_voice_token_replaces_the_first_prompt_id(synthetic_data):
+    from training.data import load_utterances
+
+    _, feat = synthetic_data
+    plain, _ = load_utterances(feat, 4, 3, 64)
+    voiced, _ = load_utterances(feat, 4, 3, 64, voice_token=255)
+    assert len(plain) == len(voiced) > 0
+    for p, v in zip(plain, voiced):
+        assert p.ids[0] == 1 and v.ids[0] == 255
+        assert np.array_equal(p.ids[1:], v.ids[1:]) and np.array_equal(p.pointers, v.pointers)
+
+
+@pytest.fixture(scope="module")
+def two_voice_run(synthetic_data, tmp_path_factory):
+    """A few steps of one tiny acoustic model on two 'voices' (the same data under tokens 1 and 255)."""
+    from training import train_acoustic
+
+    _, feat = synthetic_data
+    run = tmp_path_factory.mktemp("two") / "ac"
+    mp = pytest.MonkeyPatch()
+    try:
+        run_main(train_acoustic, [f"{feat}:joe:1,{feat}:heart:255", str(run), *TINY, "--max-steps", "2"], mp)
+    finally:
+        mp.undo()
+    return run
+
+
+def test_two_voice_checkpoint_and_export(two_voice_run, tmp_path):
+    from training.export import main as export_main
+    from vocoder.config import VocoderConfig
+    from vocoder.model import Vocoder
+
+    state = torch.load(two_voice_run / "ckpt.pt", weights_only=False)
+    assert state["voice_tokens"] == {"joe": 1, "heart": 255}
+    voc = tmp_path / "voc.pt"
+    torch.save({"config": VocoderConfig().to_dict(), "model": Vocoder(VocoderConfig()).state_dict()}, voc)
+    out = tmp_path / "voice"
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr(sys, "argv", ["export", str(two_voice_run / "ckpt.pt"), str(voc), str(out)])
+        export_main()
+    finally:
+        mp.undo()
+    cfg = json.loads((out / "config.json").read_text())
+    assert [(v["id"], v["voice_token"], v["gender"]) for v in cfg["voices"]] == [
+        ("joe", 1, "male"),
+        ("heart", 255, "female"),
+    ]
+    assert json.loads((out / "vocoder" / "config.json").read_text())["output_gain"] == 0.5  # served headroom
+
+
+def test_init_from_an_exported_directory(tmp_path):
+    from training.export import export_acoustic
+    from training.model import UtteraTTS
+    from training.train_acoustic import init_from
+
+    torch.manual_seed(0)
+    src = UtteraTTS(tiny_acoustic_config())
+    export_acoustic(src, tmp_path / "voice", {"name": "x"})
+    dst = UtteraTTS(tiny_acoustic_config())
+    init_from(dst, tmp_path / "voice", [1, 255])
+    emb = dst.model.embed_tokens.weight
+    assert torch.equal(emb[255], emb[1])  # a new voice starts as the ^ it replaces
+    src_state = {k: v.half().float() for k, v in src.state_dict().items()}  # exported as fp16
+    for k, v in dst.state_dict().items():
+        if k != "model.embed_tokens.weight":
+            assert torch.equal(v, src_state[k]), k
+    # a token the directory was trained with keeps its own embedding
+    cfg = json.loads((tmp_path / "voice" / "config.json").read_text())
+    cfg["voices"] = [{"id": "joe", "voice_token": 1}, {"id": "heart", "voice_token": 255}]
+    (tmp_path / "voice" / "config.json").write_text(json.dumps(cfg))
+    again = UtteraTTS(tiny_acoustic_config())
+    init_from(again, tmp_path / "voice", [1, 255])
+    assert torch.equal(again.model.embed_tokens.weight[255], src_state["model.embed_tokens.weight"][255])
+
+
+def test_aligned_mels_keep_every_utterance_and_frame(two_voice_run, synthetic_data, tmp_path):
+    from training import aligned_mels
+
+    _, feat = synthetic_data
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr(
+            sys, "argv", ["x", str(two_voice_run / "ckpt.pt"), str(feat), str(tmp_path / "pred"), "--device", "cpu"]
+        )
+        aligned_mels.main()
+    finally:
+        mp.undo()
+    pred, ref = np.load(tmp_path / "pred" / "pred_00.npz"), np.load(feat / "feat_00.npz")
+    assert np.array_equal(pred["mel_off"], ref["mel_off"])
+    assert pred["mel"].shape == ref["mel"].shape and pred["mel"].dtype == np.float16
+    assert not np.allclose(pred["mel"], ref["mel"])  # the model's, not a copy of the teacher's
+
+
+def test_sampler_pairs_audio_with_the_same_frames_of_mel(synthetic_data, tmp_path):
+    """With the teacher's own mel as 'predicted' mel, a segment's mel must equal the mel of its audio."""
+    from training.train_vocoder import SegmentSampler
+    from vocoder.config import VocoderConfig
+    from vocoder.mel import MelSpectrogram
+
+    synth, feat = synthetic_data
+    (tmp_path / "pred").mkdir()
+    shutil.copy(feat / "feat_00.npz", tmp_path / "pred" / "pred_00.npz")
+    sampler = SegmentSampler([str(synth)], 256, "cpu", pred_dirs=[str(tmp_path / "pred")])
+    g = torch.Generator().manual_seed(0)
+    wav, pred = sampler.sample(8, 16, g)
+    assert pred is not None and pred.shape == (8, 80, 16)
+    mel = MelSpectrogram(VocoderConfig())(wav)
+    assert (mel - pred)[..., 3:-3].abs().max() < 0.05  # fp16 storage; segment edges are padded differently
+    wav2, _ = sampler.sample(8, 16, g)
+    assert (MelSpectrogram(VocoderConfig())(wav2) - pred).abs().mean() > 0.1  # and other audio does not
+
+
+def test_vocoder_learns_from_predicted_mels_from_an_init(synthetic_data, tmp_path, monkeypatch):
+    from training import train_vocoder
+    from vocoder.config import VocoderConfig
+    from vocoder.model import Vocoder
+
+    synth, feat = synthetic_data
+    (tmp_path / "pred").mkdir()
+    shutil.copy(feat / "feat_00.npz", tmp_path / "pred" / "pred_00.npz")
+    init = Vocoder(VocoderConfig(dim=16, intermediate_dim=32, num_layers=1, output_gain=0.5)).save(tmp_path / "init")
+    run = tmp_path / "voc"
+    argv = [str(synth), str(run), "--device", "cpu", "--batch", "2", "--segment-frames", "16", "--log-every", "1"]
+    run_main(
+        train_vocoder,
+        [*argv, "--init", str(init), "--pred-mels", str(tmp_path / "pred"), "--max-steps", "2", "--gan-after", "0"],
+        monkeypatch,
+    )
+    state = torch.load(run / "ckpt.pt", weights_only=False)
+    assert state["step"] == 2 and "disc" in state
+    assert state["config"]["dim"] == 16 and state["config"]["output_gain"] == 1.0  # trained at unit gain
