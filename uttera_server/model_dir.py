@@ -100,16 +100,23 @@ class VoiceModelConfig:
                 max_steps_per_phoneme=int(raw.get("max_steps_per_phoneme", 10)),
                 max_position_embeddings=int(raw["max_position_embeddings"]),
                 voice_name=str(voice.get("name", path.name)),
-                language=str(voice.get("language", "en-US")),
-                description=str(voice.get("description", "")),
-                random_weights=bool(voice.get("random_weights", False)),
-                gender=_optional_str(voice, "gender"),
-                teacher=_optional_str(voice, "teacher"),
-                license=_optional_str(voice, "license"),
+                **_card(voice),
                 voices=_voice_entries(file, raw.get("voices")),
             )
         except KeyError as e:
             raise ModelDirectoryError(f"{file} lacks the key {e.args[0]!r}") from None
+
+
+def _card(voice: dict[str, Any]) -> dict[str, Any]:
+    """The fields a voice block and a `voices` entry share, beside its name (config.json)."""
+    return {
+        "language": str(voice.get("language", "en-US")),
+        "description": str(voice.get("description", "")),
+        "random_weights": bool(voice.get("random_weights", False)),
+        "gender": _optional_str(voice, "gender"),
+        "teacher": _optional_str(voice, "teacher"),
+        "license": _optional_str(voice, "license"),
+    }
 
 
 def _voice_entries(file: Path, raw: Any) -> tuple[VoiceEntry, ...]:
@@ -132,12 +139,7 @@ def _voice_entries(file: Path, raw: Any) -> tuple[VoiceEntry, ...]:
                 id=v["id"],
                 voice_token=token,
                 name=str(v.get("name", v["id"])),
-                language=str(v.get("language", "en-US")),
-                description=str(v.get("description", "")),
-                random_weights=bool(v.get("random_weights", False)),
-                gender=_optional_str(v, "gender"),
-                teacher=_optional_str(v, "teacher"),
-                license=_optional_str(v, "license"),
+                **_card(v),
             )
         )
     return tuple(entries)
