@@ -110,8 +110,8 @@ def synthesize_all(client, voice: str, texts: list[str]) -> tuple[list[dict], di
     for n, text in enumerate(texts):
         rec = speak(client, text, voice)
         after = metrics()
-        rec["length_ends"] = after.get(LENGTH, 0) - before.get(LENGTH, 0)
-        rec["stop_ends"] = after.get(STOP, 0) - before.get(STOP, 0)
+        rec["length_ends"] = int(after.get(LENGTH, 0) - before.get(LENGTH, 0))
+        rec["stop_ends"] = int(after.get(STOP, 0) - before.get(STOP, 0))
         before = after
         loads.append(loadavg()[0])
         rec["audio_s"] = len(rec["pcm"]) / 2 / rec["sr"]
@@ -185,7 +185,7 @@ def make_teachers(cache: TeacherCache, keys: dict[str, list[list[int]]], a) -> N
 
 def judge_all(cache: TeacherCache, ours: dict[str, list[dict]], keys: dict[str, list[str]], a) -> dict[str, dict]:
     """Phase 3: Whisper and MOS of every clip of ours and of every teacher clip not judged yet, by key."""
-    whisper, mos = [], []
+    whisper, mos, short = [], [], {}
     for voice, recs in ours.items():
         for rec in recs:
             key = f"ours|{voice}|{rec['index']}"
@@ -195,13 +195,14 @@ def judge_all(cache: TeacherCache, ours: dict[str, list[dict]], keys: dict[str, 
         e = cache.entries.get(key, {})
         if "error" in e or ("hyp" in e and all(m in e for m in MOS_FIELDS)):
             continue
-        item = {"key": key, "path": str(cache.clip_path(key)), "sr": SAMPLE_RATE}
+        path = cache.clip_path(key)
+        short[f"teacher|{path.parent.name}/{path.stem}"] = key  # the judges log keys: not the whole id list
+        item = {"key": f"teacher|{path.parent.name}/{path.stem}", "path": str(path), "sr": SAMPLE_RATE}
         whisper.append(item)
         mos.append(item)
     scores = judge_clips(a.judges_python, whisper, mos, a.cache_dir / "work")
-    for key in list(scores):
-        if not key.startswith("ours|"):
-            cache.entries[key].update(scores.pop(key))
+    for key in short:
+        cache.entries[short[key]].update(scores.pop(key))
     cache.save()
     return scores
 

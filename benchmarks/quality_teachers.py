@@ -13,6 +13,7 @@ keys start with the kind (heart's also with its noise seed), so joe and heart en
 """
 
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -82,8 +83,10 @@ def piper_clips(cache: TeacherCache, todo: dict[str, list[list[int]]]) -> None:
     from training import text_frontend
     from training.evaluate import teacher_audio
 
+    # Without onnx (the project's venv) Piper gives no alignments and teacher_audio takes len(audio) // 256
+    # frames: the same count, since Piper's decoder makes exactly 256 samples per aligned frame.
     m, c = text_frontend.teacher_paths()
-    voice = PiperVoice.load(m, config_path=c, include_alignments=True)
+    voice = PiperVoice.load(m, config_path=c, include_alignments=importlib.util.find_spec("onnx") is not None)
     for key, ids in todo.items():
         pieces = [teacher_audio(voice, s) for s in ids]
         frames = sum(p[1] for p in pieces)
