@@ -26,9 +26,11 @@ from benchmarks.playback import RequestRecord
 _ids = itertools.count()
 
 
-async def http_request(client: httpx.AsyncClient, text: str, kind: str, timeout_s: float) -> RequestRecord:
-    rec = RequestRecord("http", kind, len(text), time.perf_counter())
-    body = {"model": "uttera", "input": text, "voice": "default", "response_format": "pcm"}
+async def http_request(
+    client: httpx.AsyncClient, text: str, kind: str, timeout_s: float, voice: str = "default"
+) -> RequestRecord:
+    rec = RequestRecord("http", kind, len(text), time.perf_counter(), voice=voice)
+    body = {"model": "uttera", "input": text, "voice": voice, "response_format": "pcm"}
     try:
         async with asyncio.timeout(timeout_s):
             async with client.stream("POST", "/v1/audio/speech", json=body) as r:
@@ -51,13 +53,13 @@ async def http_request(client: httpx.AsyncClient, text: str, kind: str, timeout_
     return rec
 
 
-async def ws_request(ws, text: str, kind: str, timeout_s: float) -> RequestRecord:
+async def ws_request(ws, text: str, kind: str, timeout_s: float, voice: str = "default") -> RequestRecord:
     """One context on an open socket `ws` (websockets client connection)."""
     context = f"c{next(_ids)}"
-    rec = RequestRecord("ws", kind, len(text), time.perf_counter())
+    rec = RequestRecord("ws", kind, len(text), time.perf_counter(), voice=voice)
     try:
         async with asyncio.timeout(timeout_s):
-            await ws.send(json.dumps({"type": "text", "text": text, "context_id": context}))
+            await ws.send(json.dumps({"type": "text", "text": text, "context_id": context, "voice": voice}))
             await ws.send(json.dumps({"type": "end", "context_id": context}))
             while True:
                 msg = await ws.recv()
@@ -93,28 +95,28 @@ async def ws_connect(base_url: str):
 
 
 class HttpSession:
-    def __init__(self, client: httpx.AsyncClient, timeout_s: float):
-        self.client, self.timeout_s = client, timeout_s
+    def __init__(self, client: httpx.AsyncClient, timeout_s: float, voice: str = "default"):
+        self.client, self.timeout_s, self.voice = client, timeout_s, voice
 
     async def request(self, text: str, kind: str) -> RequestRecord:
-        return await http_request(self.client, text, kind, self.timeout_s)
+        return await http_request(self.client, text, kind, self.timeout_s, self.voice)
 
 
 class WsSession:
     """One socket per session, reopened after a failed request (its state is unknown then)."""
 
-    def __init__(self, base_url: str, timeout_s: float):
-        self.base_url, self.timeout_s, self.ws = base_url, timeout_s, None
+    def __init__(self, base_url: str, timeout_s: float, voice: str = "default"):
+        self.base_url, self.timeout_s, self.voice, self.ws = base_url, timeout_s, voice, None
 
     async def request(self, text: str, kind: str) -> RequestRecord:
         if self.ws is None:
             try:
                 self.ws = await ws_connect(self.base_url)
             except Exception as e:
-                rec = RequestRecord("ws", kind, len(text), time.perf_counter())
+                rec = RequestRecord("ws", kind, len(text), time.perf_counter(), voice=self.voice)
                 rec.error = f"exc_connect_{type(e).__name__}"
                 return rec
-        rec = await ws_request(self.ws, text, kind, self.timeout_s)
+        rec = await ws_request(self.ws, text, kind, self.timeout_s, self.voice)
         if rec.error:
             await self.close()
         return rec
@@ -126,13 +128,18 @@ class WsSession:
             self.ws = None
 
 
-def session_factory(transport: str, base_url: str, client: httpx.AsyncClient, timeout_s: float):
+def session_factory(
+    transport: str, base_url: str, client: httpx.AsyncClient, timeout_s: float, voices: tuple[str, ...] = ("default",)
+):
+    """Session `i` asks for `voices[i % len(voices)]` (mixed voices: one per session, dealt round-robin)."""
+
     @contextlib.asynccontextmanager
-    async def open_session(_i: int):
+    async def open_session(i: int):
+        voice = voices[i % len(voices)]
         if transport == "http":
-            yield HttpSession(client, timeout_s)
+            yield HttpSession(client, timeout_s, voice)
             return
-        session = WsSession(base_url, timeout_s)
+        session = WsSession(base_url, timeout_s, voice)
         try:
             yield session
         finally:

@@ -11,6 +11,8 @@
     # paced real-time listeners (paced.py): N streams of one long text each, arrivals over a 10 s ramp:
     python -m benchmarks.load --start-server --model voices/default --mode paced --sweep 2,4,6 --ramp-s 10 \
         --server-args "--max-lead-s 2" --transport both --ttfa-budget-ms 300 --out benchmarks/results/paced_cpu.json
+    # mixed voices (a model directory with several): `--voices joe,heart` deals them to the clients in turn;
+    # paced levels then also report `streams_held_by_voice`
 
 Per level (one concurrency C, or one arrival rate): TTFA p50/p95/p99 and the floor beside it
 (floor.py: one prefill + the decode steps of the first vocoder chunk + one vocoder chunk) with the
@@ -72,12 +74,13 @@ def _client_part(
     seed: int,
     mix,
     request_timeout: float,
+    voices: tuple[str, ...] = ("default",),
 ) -> tuple[list, float]:
     """One client process of a closed-loop level: its workers' records and the CPU time it used."""
 
     async def go():
         async with load_client(base_url, request_timeout) as client:
-            open_session = session_factory(transport, base_url, client, request_timeout)
+            open_session = session_factory(transport, base_url, client, request_timeout, voices)
             records, _, _ = await closed_loop(
                 open_session, concurrency, duration_s, seed, mix, workers=workers, end=end
             )
@@ -117,6 +120,7 @@ async def closed_loop_processes(base_url: str, transport: str, concurrency: int,
                     seed,
                     a.mix,
                     a.request_timeout,
+                    a.voices,
                 )
                 for g in groups
             )
@@ -140,7 +144,7 @@ async def run_level(base_url: str, transport: str, mode: str, level: float, a, f
         load_client(base_url, a.request_timeout) as client,
         httpx.AsyncClient(base_url=base_url, timeout=10) as metrics_client,
     ):
-        open_session = session_factory(transport, base_url, client, a.request_timeout)
+        open_session = session_factory(transport, base_url, client, a.request_timeout, a.voices)
         before = await scrape(metrics_client)
         samples: list[dict] = []
         sampler = asyncio.create_task(sample_metrics(metrics_client, a.metrics_interval, samples))
@@ -150,7 +154,15 @@ async def run_level(base_url: str, transport: str, mode: str, level: float, a, f
             records, wall, info = await closed_loop_processes(base_url, transport, int(level), a, seed)
         elif mode == "paced":
             records, wall, info = await paced.paced_level(
-                base_url, transport, int(level), a.ramp_s, seed, a.stream_chars, a.request_timeout, a.client_processes
+                base_url,
+                transport,
+                int(level),
+                a.ramp_s,
+                seed,
+                a.stream_chars,
+                a.request_timeout,
+                a.client_processes,
+                a.voices,
             )
         elif mode == "closed":
             records, wall, info = await closed_loop(open_session, int(level), a.duration, seed, a.mix)
@@ -184,9 +196,9 @@ async def warm_up(base_url: str, transport: str, n: int, a) -> None:
         return
     mix = TextMix(a.seed + 999_999, a.mix)
     async with httpx.AsyncClient(base_url=base_url, timeout=a.request_timeout) as client:
-        open_session = session_factory(transport, base_url, client, a.request_timeout)
-        async with open_session(0) as session:
-            for _ in range(n):
+        open_session = session_factory(transport, base_url, client, a.request_timeout, a.voices)
+        for i in range(n):
+            async with open_session(i) as session:
                 await session.request(*reversed(mix.draw()))
 
 
@@ -303,6 +315,12 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=3, help="requests sent and dropped before each transport")
     p.add_argument("--mix", type=parse_weights, default=None, help="text kinds, e.g. short=0.4,medium=0.4,long=0.2")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--voices",
+        type=lambda v: tuple(x for x in v.split(",") if x),
+        default=("default",),
+        help="voice ids, dealt to the clients round-robin (mixed voices: joe,heart)",
+    )
     p.add_argument("--ttfa-budget-ms", type=float, default=None)
     p.add_argument("--request-timeout", type=float, default=180.0)
     p.add_argument(
@@ -342,6 +360,7 @@ def main() -> None:
             "mode": a.mode,
             "duration_s": a.duration,
             "mix": a.mix or "default",
+            "voices": list(a.voices),
             "ttfa_budget_ms": a.ttfa_budget_ms,
             **({"ramp_s": a.ramp_s, "stream_chars": a.stream_chars} if a.mode == "paced" else {}),
             "floor": floor_data,
@@ -365,7 +384,8 @@ def main() -> None:
                 print(
                     f"  {transport} {a.mode} {level:g}: TTFA p50 {fmt(row['ttfa_ms_p50'])} ms, "
                     f"p99 {fmt(row['ttfa_ms_p99'])} ms, underruns {row['underruns']}, "
-                    f"{fmt(row['audio_s_per_s'], '.2f')} audio-s/s, errors {row['errors']}",
+                    f"{fmt(row['audio_s_per_s'], '.2f')} audio-s/s, errors {row['errors']}"
+                    + (f", held by voice {row['streams_held_by_voice']}" if "streams_held_by_voice" in row else ""),
                     flush=True,
                 )
         return rows

@@ -42,12 +42,14 @@ async def paced_clients(open_session, clients: list[tuple[int, float, str]], t0:
     return list(await asyncio.gather(*(one(*c) for c in clients)))
 
 
-def _client_part(base_url: str, transport: str, clients: list, t0: float, timeout_s: float):
+def _client_part(
+    base_url: str, transport: str, clients: list, t0: float, timeout_s: float, voices: tuple[str, ...] = ("default",)
+):
     """One client process: its clients' records and the CPU time it used."""
 
     async def go():
         async with load_client(base_url, timeout_s) as client:
-            return await paced_clients(session_factory(transport, base_url, client, timeout_s), clients, t0)
+            return await paced_clients(session_factory(transport, base_url, client, timeout_s, voices), clients, t0)
 
     cpu0 = time.process_time()
     records = asyncio.run(go())
@@ -72,6 +74,7 @@ async def paced_level(
     min_chars: int,
     timeout_s: float,
     processes: int = 1,
+    voices: tuple[str, ...] = ("default",),
 ):
     """One paced level: `(records, wall_s, info)` like loop.py's drivers; wall runs from the first
     client's start to the last stream's end."""
@@ -81,7 +84,7 @@ async def paced_level(
         cpu0 = time.process_time()
         t0 = time.perf_counter() + START_DELAY_S
         async with load_client(base_url, timeout_s) as client:
-            records = await paced_clients(session_factory(transport, base_url, client, timeout_s), clients, t0)
+            records = await paced_clients(session_factory(transport, base_url, client, timeout_s, voices), clients, t0)
         wall = time.perf_counter() - t0
         cpu = [time.process_time() - cpu0]
     else:
@@ -92,7 +95,9 @@ async def paced_level(
             t0 = time.perf_counter() + START_DELAY_S
             parts = await asyncio.gather(
                 *(
-                    loop.run_in_executor(pool, _client_part, base_url, transport, clients[k::procs], t0, timeout_s)
+                    loop.run_in_executor(
+                        pool, _client_part, base_url, transport, clients[k::procs], t0, timeout_s, voices
+                    )
                     for k in range(procs)
                 )
             )
@@ -123,8 +128,19 @@ def peak_in_flight(records: list[RequestRecord]) -> int:
 
 def stream_figures(records: list[RequestRecord], ramp_s: float) -> dict:
     ok = [r for r in records if r.ok]
+    held = [r for r in ok if playback(r).underruns == 0]
+    voices = sorted({r.voice for r in records})
     return {
-        "streams_held": sum(1 for r in ok if playback(r).underruns == 0),
+        "streams_held": len(held),
+        **(
+            {
+                "streams_held_by_voice": {
+                    v: f"{sum(r.voice == v for r in held)}/{sum(r.voice == v for r in records)}" for v in voices
+                }
+            }
+            if len(voices) > 1
+            else {}
+        ),
         "peak_streams": peak_in_flight(records),
         "audio_s_per_stream_p50": round(pct([r.audio_s for r in ok], 50) or 0.0, 2),
         "ramp_s": ramp_s,

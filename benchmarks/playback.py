@@ -20,6 +20,7 @@ class RequestRecord:
     arrivals: list = field(default_factory=list)  # [(t, samples)], in arrival order
     t_done: float | None = None
     error: str | None = None  # None when the request completed
+    voice: str = "default"  # what the request asked for
 
     def add(self, t: float, samples: float) -> None:
         if samples > 0:
@@ -59,6 +60,7 @@ class RequestRecord:
             "kind": self.kind,
             "chars": self.chars,
             "error": self.error,
+            "voice": self.voice,
             "t_send": self.t_send,
             "chunks_ms": [[round(1000 * (t - self.t_send), 2), int(n)] for t, n in self.arrivals],
         }

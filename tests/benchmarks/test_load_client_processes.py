@@ -8,10 +8,22 @@ from benchmarks.stats import summarize
 
 
 async def test_workers_spread_over_two_client_processes(server):
-    a = SimpleNamespace(client_processes=2, duration=1.0, mix=None, request_timeout=60.0)
+    a = SimpleNamespace(client_processes=2, duration=1.0, mix=None, request_timeout=60.0, voices=("default",))
     records, wall, info = await closed_loop_processes(server.url, "http", 3, a, seed=5)
     assert info["client_processes"] == 2 and info["client_cpu_pct"] > 0
     assert len(records) >= 3  # each of the 3 workers sent at least one request
+    assert {r.voice for r in records} == {"default"}
     assert all(r.ok for r in records), [r.error for r in records]
     assert all(r.ttfa_s is not None and r.ttfa_s < wall for r in records)
     assert summarize(records, wall)["requests"] == len(records)
+
+
+async def test_sessions_deal_voices_round_robin():
+    from benchmarks.clients import session_factory
+
+    open_session = session_factory("http", "http://127.0.0.1:1", None, 1.0, ("joe", "heart"))
+    voices = []
+    for i in range(5):
+        async with open_session(i) as session:
+            voices.append(session.voice)
+    assert voices == ["joe", "heart", "joe", "heart", "joe"]
