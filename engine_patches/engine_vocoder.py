@@ -22,7 +22,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Collection, Hashable, Iterable
+from collections.abc import Callable, Collection, Hashable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -124,12 +124,20 @@ class _Publisher:
 class EngineVocoder:
     """Mel rows of each engine step in, PCM out on the PCM channel (see module docstring)."""
 
-    def __init__(self, model_dir: str | Path, device: torch.device | str, config: EngineVocoderConfig):
+    def __init__(
+        self,
+        model_dir: str | Path,
+        device: torch.device | str,
+        config: EngineVocoderConfig,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        """`clock`: seconds, for the urgency rule (tests pass a controlled one)."""
         from vocoder.model import Vocoder
         from vocoder.streaming import StreamingVocoder
 
         device = torch.device(device)
         self.config = config
+        self._clock = clock
         graphs = config.cuda_graphs and device.type == "cuda"
         self.vocoder = StreamingVocoder(
             Vocoder.from_dir(Path(model_dir) / "vocoder"),
@@ -146,7 +154,7 @@ class EngineVocoder:
         self._routes: dict[Hashable, PcmRoute] = {}
         self._scales: dict[Hashable, MelTimeScale] = {}  # for speed != 1
         self._finishing: list[Hashable] = []
-        self._started: dict[Hashable, float] = {}  # time.monotonic() of the utterance's first chunk's pass
+        self._started: dict[Hashable, float] = {}  # clock() at the utterance's first chunk's pass
         c = self.vocoder.config
         self._sample_s = 1.0 / c.sample_rate
         self._hop, self._lag = c.hop_length, self.vocoder.lag_samples
@@ -193,7 +201,7 @@ class EngineVocoder:
                 head = host.get(uid)
                 host[uid] = tail if head is None or not len(head) else np.concatenate([head, tail])
         host = {k: v for k, v in host.items() if len(v)}
-        now = time.monotonic()
+        now = self._clock()
         eager = self._urgent((*direct, *host), now)
         result = self.vocoder.submit(
             host, finish=finishing, step_rows=(mel, direct) if direct and mel is not None else None, eager=eager

@@ -1,10 +1,9 @@
 """The in-engine vocoder's chunk schedule under a clock (engine_patches/engine_vocoder.py), in this process:
 `EngineVocoder` fed step tensors as the model runner patch feeds it, its PCM read from a real ZMQ sink,
-time from a fake clock. An utterance whose audio sent is less than `urgent_s` ahead of real-time playback from
+time from a controlled clock handed to it (`clock=`). The same rule through real engines:
+`test_engine_vocoder.py::test_urgency_in_a_real_engine_vocodes_every_step_else_the_doubling_schedule`. An utterance whose audio sent is less than `urgent_s` ahead of real-time playback from
 its first chunk is vocoded at every step; one that is far enough ahead waits for the doubling schedule.
 Either way, its PCM equals offline vocoding of its whole mel."""
-
-import time
 
 import numpy as np
 import pytest
@@ -28,10 +27,8 @@ class Clock:
 
 
 @pytest.fixture
-def clock(monkeypatch) -> Clock:
-    c = Clock()
-    monkeypatch.setattr(time, "monotonic", c)  # the module engine_vocoder reads its clock from
-    return c
+def clock() -> Clock:
+    return Clock()  # handed to EngineVocoder as its clock
 
 
 def run_utterance(model_dir, clock: Clock, step_s: float, steps: int, urgent_s: float):
@@ -42,7 +39,7 @@ def run_utterance(model_dir, clock: Clock, step_s: float, steps: int, urgent_s: 
     sink = ctx.socket(zmq.PULL)
     sink.bind(sink_address(base, 0))
     config = EngineVocoderConfig(sink_base=base, chunk_frames=32, first_chunk_frames=8, urgent_s=urgent_s)
-    voc = EngineVocoder(model_dir, "cpu", config)
+    voc = EngineVocoder(model_dir, "cpu", config, clock=clock)
     n_mels = voc.n_mels
     rng = np.random.default_rng(0)
     mel = rng.normal(-5.0, 1.0, (steps, 2, FRAMES_PER_STEP, n_mels)).astype(np.float32)  # 2 rows a step
