@@ -1,8 +1,8 @@
 """The in-engine vocoder's chunk schedule under a clock (engine_patches/engine_vocoder.py), in this process:
 `EngineVocoder` fed step tensors as the model runner patch feeds it, its PCM read from a real ZMQ sink,
 time from a controlled clock handed to it (`clock=`). The same rule through real engines:
-`test_engine_vocoder.py::test_urgency_in_a_real_engine_vocodes_every_step_else_the_doubling_schedule`. An utterance whose audio sent is less than `urgent_s` ahead of real-time playback from
-its first chunk is vocoded at every step; one that is far enough ahead waits for the doubling schedule.
+`test_engine_vocoder.py::test_urgency_in_a_real_engine_vocodes_every_step_else_the_doubling_schedule`.
+An utterance whose audio sent is less than `urgent_s` ahead of real-time playback from its first chunk is vocoded at every step; one that is far enough ahead waits for the doubling schedule.
 Either way, its PCM equals offline vocoding of its whole mel."""
 
 import numpy as np
