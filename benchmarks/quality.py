@@ -41,8 +41,8 @@ Per voice it prints one table with the issue's targets (`quality_report.TARGETS`
 - 0.15; DNSMOS OVRL >= teacher - 0.25; WER <= 1.15x teacher; no sentence > 0.5 WER where the teacher's <=
 0.2; durations within +-25 %; zero runaways; zero clipped samples), met or not. `--seed` seeds the `--limit`
 sample (N sentences drawn without replacement, kept in file order) and hibari's noise. JSON: the command
-line, machine, per-voice synthesis phase, summary, targets and per-sentence rows; clips stay under
-`--cache-dir` (ours in `ours/<voice>/`).
+line, machine, per-voice synthesis phase, summary and targets (per-sentence rows: `OUT.records.json`,
+git-ignored); clips stay under `--cache-dir` (ours in `ours/<voice>/`).
 """
 
 import argparse
@@ -302,7 +302,7 @@ def main() -> None:
     cache = TeacherCache(a.cache_dir)
     make_teachers(cache, {k: ids[line] for ks in keys.values() for k, line in zip(ks, lines)}, a)
     scores = judge_all(cache, {v: synth[v][0] for v in kinds}, keys, a)
-    voices, tables = {}, []
+    voices, tables, records = {}, [], {}
     for voice, kind in kinds.items():
         recs, phase = synth[voice]
         rows = [
@@ -312,13 +312,18 @@ def main() -> None:
         s = summarize(rows)
         met = targets(s)
         tables.append(table(voice, kind, s, met))
-        voices[voice] = {"teacher": kind, "synthesis_phase": phase, "summary": s, "targets_met": met, "rows": rows}
+        voices[voice] = {"teacher": kind, "synthesis_phase": phase, "summary": s, "targets_met": met}
+        records[voice] = rows
     text = "\n\n".join(tables)
     print(text)
     print(f"\n{len(lines)} sentences per voice; {info['cpu']}, {info['cores']} cores; load {machine.loadavg()}")
     result = {"machine": info, "model": str(a.url or a.model), "seed": a.seed, "limit": a.limit, "voices": voices}
     a.out.write_text(json.dumps({**result, "table_md": text}, indent=1) + "\n")
-    print(f"wrote {os.path.relpath(a.out)}")
+    # per-sentence rows (transcripts, scores): beside the summary, in a git-ignored file, as load.py's records
+    a.out.with_suffix(".records.json").write_text(json.dumps(records) + "\n")
+    print(
+        f"wrote {os.path.relpath(a.out)} and its per-sentence rows, {os.path.relpath(a.out.with_suffix('.records.json'))}"
+    )
 
 
 if __name__ == "__main__":
