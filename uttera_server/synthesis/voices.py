@@ -8,40 +8,32 @@ vocoder, so its `sample_rate`.
 
 from collections.abc import Mapping
 
-from ..model_dir import VoiceModelConfig
+from ..model_dir import VoiceEntry, VoiceModelConfig
 from . import DEFAULT_VOICE, VoiceInfo
 
 
 def served_voices(model: VoiceModelConfig, bos_id: int) -> tuple[dict[str, VoiceInfo], dict[str, int]]:
     """(the voices by id, first the default; each voice's prompt token by id). `bos_id`: the frontend's."""
-    if not model.voices:
-        info = VoiceInfo(
+    entries = model.voices or (
+        VoiceEntry(
             DEFAULT_VOICE,
+            bos_id,
             model.voice_name,
             model.language,
             model.description,
             model.random_weights,
-            model.sample_rate,
             model.gender,
             model.teacher,
             model.license,
-        )
-        return {DEFAULT_VOICE: info}, {DEFAULT_VOICE: bos_id}
+        ),
+    )
     voices = {
         v.id: VoiceInfo(
-            v.id,
-            v.name,
-            v.language,
-            v.description,
-            v.random_weights,
-            model.sample_rate,
-            v.gender,
-            v.teacher,
-            v.license,
+            v.id, v.name, v.language, v.description, v.random_weights, model.sample_rate, v.gender, v.teacher, v.license
         )
-        for v in model.voices
+        for v in entries
     }
-    return voices, {v.id: v.voice_token for v in model.voices}
+    return voices, {v.id: v.voice_token for v in entries}
 
 
 def accepted_voices(voices: Mapping[str, VoiceInfo]) -> dict[str, VoiceInfo]:
