@@ -4,10 +4,14 @@ runner inherits both).
 The model leaves one mel chunk per logits row in `model.step_mel` (`(num_reqs, frames_per_step,
 n_mels)`, rows in `input_batch.req_ids` order; uttera_server/model/step_mel.py, the contract: one
 `compute_logits` per step, taken here once per step). After the stock sampling and bookkeeping, a row
-*voiced* its chunk iff it sampled a token and the token it consumed was a pointer, i.e. the request
-now has at least two generated tokens. That rule only reads token state, so it stays right after
-preemption-recompute (the recomputed last position is a pointer) and prefix-cache hits; rows of a
-partial prefill sampled nothing.
+*voiced* its chunk iff it sampled a token and the token it consumed was a generated pointer: the request
+now has at least two generated tokens and the one before this step's is not STOP. (Without async
+scheduling a request that sampled STOP is never scheduled again; with it, the scheduler has already
+scheduled the next step when it sees the STOP, and that step consumes STOP: its mel is not speech. Under
+async scheduling this step's token is vLLM's -1 placeholder and the one before it has been filled in
+before sampling, because the pointer logits processor needs the output tokens.) That rule only reads
+token state, so it stays right after preemption-recompute (the recomputed last position is a pointer)
+and prefix-cache hits; rows of a partial prefill sampled nothing.
 
 A voiced chunk goes one of two ways, per request:
 - requests with `extra_args[PCM_ARG]` (the server's default on CUDA): to the in-engine vocoder
@@ -73,9 +77,15 @@ def _route(runner: GPUModelRunner, req_id: str) -> PcmRoute | None:
     return PcmRoute.from_arg(arg) if arg is not None else None
 
 
-def _voiced(runner: GPUModelRunner, req_id: str) -> bool:
+def voiced(output_token_ids: list[int], stop_token_id: int) -> bool:
+    """Whether this step's row of a request with these generated tokens (this step's last) voiced its
+    mel chunk: the token it consumed is a generated pointer (see the module docstring)."""
+    return len(output_token_ids) >= 2 and output_token_ids[-2] != stop_token_id
+
+
+def _voiced(runner: GPUModelRunner, req_id: str, stop_token_id: int) -> bool:
     state = runner.requests.get(req_id)
-    return state is not None and len(state.output_token_ids) >= 2
+    return state is not None and voiced(state.output_token_ids, stop_token_id)
 
 
 def _route_mel(runner: GPUModelRunner, output: ModelRunnerOutput, sampled: list[bool]) -> None:
@@ -83,6 +93,7 @@ def _route_mel(runner: GPUModelRunner, output: ModelRunnerOutput, sampled: list[
     if not isinstance(step_mel, StepMel):
         raise UnsupportedRunnerOutput(f"the engine's model is not uttera's (its step_mel is {type(step_mel).__name__})")
     mel = step_mel.take()
+    stop = int(runner.model_config.hf_config.stop_token_id)
     voc = _engine_vocoder(runner)
     if mel is None or not output.req_ids:
         if voc is not None:
@@ -96,10 +107,10 @@ def _route_mel(runner: GPUModelRunner, output: ModelRunnerOutput, sampled: list[
             if not voc.knows(req_id) and (route := _route(runner, req_id)) is not None:
                 voc.open(req_id, route)
             if voc.knows(req_id):
-                if i < n_rows and sampled[i] and _voiced(runner, req_id):
+                if i < n_rows and sampled[i] and _voiced(runner, req_id, stop):
                     pcm_rows[req_id] = i
                 continue
-        if i < n_rows and sampled[i] and _voiced(runner, req_id):
+        if i < n_rows and sampled[i] and _voiced(runner, req_id, stop):
             host_rows.append(i)
     if voc is not None:
         voc.step(mel, pcm_rows)
@@ -145,8 +156,8 @@ def patch() -> None:
             _route_mel(self, output, [bool(t) for t in output.sampled_token_ids])
         elif isinstance(output, AsyncGPUModelRunnerOutput):
             # Async scheduling (CUDA): token ids are filled in later, so "sampled" comes from the
-            # rows the runner did not discard; attach to the wrapped output. (The server turns async
-            # scheduling off with the in-engine vocoder: see uttera_server/engine.py.)
+            # rows the runner did not discard; attach to the wrapped output. (`voiced` leaves out the
+            # extra step of a request that sampled STOP.)
             inner = output._model_runner_output
             invalid = set(output._invalid_req_indices)
             _route_mel(self, inner, [i not in invalid for i in range(len(inner.req_ids))])

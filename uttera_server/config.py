@@ -100,6 +100,11 @@ class EngineConfig:
         from 16.7 to 11.1 ms, but in the served A/B (one round per level) it gave no more audio-s/s and
         more underruns at 64-256 streams, where the event loop, not the vocoder, is the limit
         (benchmarks/RESULTS.md, "H200, second session"). Ignored on CPU.
+    async_scheduling: vLLM's async scheduling (the host prepares the next step while the GPU runs this
+        one). None: vLLM's choice (on for CUDA, off on CPU, whose platform turns it off), except off with
+        the in-engine vocoder until an H200 A/B shows it pays there; True/False force it (True is
+        ignored on CPU). The runner patch leaves out the extra step that async scheduling gives a
+        request that sampled STOP (engine_patches/gpu_model_runner.py, `voiced`).
     """
 
     max_num_seqs: int = 32
@@ -124,6 +129,7 @@ class EngineConfig:
     stream_interval: int = 1
     max_lead_s: float | None = None
     switch_interval_ms: float | None = None
+    async_scheduling: bool | None = None
 
     def __post_init__(self) -> None:
         _positive("max_num_seqs (--max-num-seqs)", self.max_num_seqs)

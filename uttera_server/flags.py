@@ -187,6 +187,14 @@ def build_parser() -> argparse.ArgumentParser:
         "vocoder passes as CUDA-graph replays (CUDA only; see RESULTS.md)",
         action=argparse.BooleanOptionalAction,
     )
+    _flag(
+        engine,
+        EngineConfig,
+        "async_scheduling",
+        "vLLM's async scheduling, the next step prepared while the GPU runs this one (CUDA only)",
+        unset="vLLM's choice, off with the in-engine vocoder",
+        action=argparse.BooleanOptionalAction,
+    )
 
     parser = argparse.ArgumentParser(prog="uttera", description="Streaming text-to-speech on vLLM.")
     commands = parser.add_subparsers(dest="command", required=True)

@@ -84,7 +84,7 @@ def test_flags_build_both_configs(tmp_path):
         "--scheduling", "fcfs", "--vocoder-device", "cpu", "--prefill-chunk-tokens", "48",
         "--switch-interval-ms", "0.5", "--vocoder-driver", "loop", "--vocoder-cuda-graphs",
         "--stream-interval", "2", "--max-lead-s", "1.5", "--data-parallel-size", "2",
-        "--vocoder-process", "engine", "--api-servers", "3",
+        "--vocoder-process", "engine", "--api-servers", "3", "--async-scheduling",
     ])  # fmt: skip
     assert build_config(args) == ServerConfig(
         model_dir=tmp_path, host="0.0.0.0", port=9000, max_input_chars=100, graceful_shutdown_s=5.0,
@@ -96,7 +96,7 @@ def test_flags_build_both_configs(tmp_path):
                             vocoder_chunk_frames=16, first_chunk_frames=4, scheduling="fcfs",
                             vocoder_device="cpu", prefill_chunk_tokens=48, switch_interval_ms=0.5,
                             vocoder_driver="loop", vocoder_cuda_graphs=True,
-                            stream_interval=2, max_lead_s=1.5),
+                            stream_interval=2, max_lead_s=1.5, async_scheduling=True),
     )  # fmt: skip
 
 

@@ -210,10 +210,12 @@ class MelEngine:
         extra: dict[str, Any] = {}
         if self.engine_vocoder is not None:
             extra["additional_config"] = {CONFIG_KEY: self.engine_vocoder.as_dict()}
-            # With async scheduling a finished request is scheduled once more before the scheduler
-            # sees its STOP, and that step's mel would reach the vocoder: the worker must know a
-            # row's token when it routes the row's mel.
-            extra["async_scheduling"] = False
+        # Off with the in-engine vocoder unless asked for: not yet measured there (EngineConfig docstring).
+        async_scheduling = (
+            False if c.async_scheduling is None and self.engine_vocoder is not None else c.async_scheduling
+        )
+        if async_scheduling is not None:
+            extra["async_scheduling"] = async_scheduling
         return AsyncEngineArgs(
             model=str(self.model.path),
             skip_tokenizer_init=True,
