@@ -25,6 +25,9 @@
 #   bash benchmarks/gpu_suite.sh evcheck     in-engine vocoder vs the serving process's: same texts, PCM SNR, TTFA
 #   bash benchmarks/gpu_suite.sh arch        closed loop A/B: one serving process + its own vocoder (old) vs
 #                                            --api-servers 4 + the vocoder in the engine (new), C = 64,256,1024
+#   bash benchmarks/gpu_suite.sh async       vLLM's async scheduling with the in-engine vocoder: engine step vs plain vLLM
+#                                            with it on (plain_vllm.py; compare with `plain`), then closed loop A/B
+#                                            --async-scheduling vs off, 4 serving processes, C = 64,256,1024
 #   bash benchmarks/gpu_suite.sh dp          closed loop A/B: 1, 2, 4 engine cores on the one GPU (--data-parallel-size,
 #                                            engine_patches/shared_gpu.py), 4 serving processes, KV 12 GiB per engine,
 #                                            C = 1,256,1024
@@ -139,9 +142,14 @@ evcheck)
 dp)       ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) ${EXTRA:-}" \
           ab dp 1,256,1024 "dp1=--api-servers 4" "dp2=--api-servers 4 --data-parallel-size 2" \
                            "dp4=--api-servers 4 --data-parallel-size 4" ;;
+async)
+  run $PY -m benchmarks.plain_vllm --model voices/default --server-args "$ARGS --async-scheduling" \
+    --rows "${ROWS:-16,64,256,1024}" --steps 300 --rounds "${ROUNDS:-2}" --out "$OUT/plain_vllm_async_h200.json"
+  ab async 64,256,1024 "on=--api-servers 4 --async-scheduling" "off=--api-servers 4"
+  ;;
 arch)     ab arch 64,256,1024 "old=--api-servers 1 --vocoder-process frontend" \
                               "new=--api-servers ${API_SERVERS:-4} --vocoder-process engine" ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|arch|dp" >&2; exit 2 ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|arch|dp" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open
 ls -la "$OUT"
