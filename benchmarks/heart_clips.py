@@ -1,5 +1,7 @@
 """hibari heart teacher clips for quality.py, run in the interpreter that has hibari-tts (not a project dependency).
 
+That interpreter needs `pip install hibari-tts==0.2.1 onnx piper-tts==1.8.0` (piper-tts: our frontend's espeak).
+
     PYTHONPATH=. HEART_PYTHON -m benchmarks.heart_clips ITEMS.json CLIPS.json [--seed 0]
 
 ITEMS: [{"key", "sentences" (the frontend's phoneme ids, one list per frontend sentence), "path" (.npy to

@@ -59,7 +59,15 @@ import numpy as np
 
 from benchmarks.quality_judging import MOS_FIELDS, check_judges, judge_clips, wer
 from benchmarks.quality_report import SHORT_RATIO, summarize, table, targets
-from benchmarks.quality_teachers import SAMPLE_RATE, TeacherCache, heart_clips, piper_clips, teacher_key, voice_teachers
+from benchmarks.quality_teachers import (
+    SAMPLE_RATE,
+    TeacherCache,
+    check_heart_python,
+    heart_clips,
+    piper_clips,
+    teacher_key,
+    voice_teachers,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -146,6 +154,8 @@ def synthesize_voices(base_url: str, a, texts: list[str]):
             raise SystemExit(str(e)) from None
         if "heart" in kinds.values() and not a.heart_python:
             raise SystemExit("a heart voice needs --heart-python (or $UTTERA_HEART_PYTHON): hibari's interpreter")
+        if "heart" in kinds.values():
+            check_heart_python(a.heart_python)
         return kinds, {v: synthesize_all(client, v, texts) for v in kinds}
 
 

@@ -97,6 +97,24 @@ def piper_clips(cache: TeacherCache, todo: dict[str, list[list[int]]]) -> None:
         cache.entries[key] = {"frames": frames, "audio_s": frames * HOP / voice.config.sample_rate}
 
 
+HEART_PACKAGES = ("hibari", "onnx", "piper")  # piper: our frontend's espeak, imported by the phoneme mapping
+
+
+def check_heart_python(python: str) -> None:
+    """Fail before any synthesis when hibari's interpreter is missing or lacks a package heart_clips imports."""
+    probe = f"import importlib.util as u; print([m for m in {HEART_PACKAGES!r} if u.find_spec(m) is None])"
+    try:
+        out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120)
+    except OSError as e:
+        raise SystemExit(f"--heart-python {python}: {e}") from None
+    missing = out.stdout.strip()
+    if out.returncode != 0 or missing != "[]":
+        raise SystemExit(
+            f"--heart-python {python} lacks {missing or out.stderr.strip()}: "
+            "pip install hibari-tts==0.2.1 onnx piper-tts==1.8.0"
+        )
+
+
 def heart_clips(cache: TeacherCache, todo: dict[str, list[list[int]]], python: str, seed: int, work: Path) -> None:
     """hibari heart clips for {key: ids per frontend sentence}, made by `benchmarks.heart_clips` in `python`.
     A line hibari cannot speak (`make_item`'s ValueError) gets an entry with "error" and no clip."""

