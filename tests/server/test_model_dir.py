@@ -42,13 +42,18 @@ def test_a_voice_trained_on_other_ids_is_refused(voice):
         VoiceModelConfig.load(voice)
 
 
-def test_the_shipped_voice_names_its_speaker_teacher_and_license():
+def test_the_shipped_voices_name_their_speaker_teacher_and_license():
     """What /v1/audio/voices lists for the embedded voice (its model card: voices/default/README.md)."""
     from pathlib import Path
 
     voice = VoiceModelConfig.load(Path(__file__).resolve().parents[2] / "voices" / "default")
     assert (voice.language, voice.gender, voice.license, voice.sample_rate) == ("en-US", "male", "Apache-2.0", 22050)
     assert voice.teacher is not None and "en_US-joe-medium" in voice.teacher
+    # Two voices in the one model: joe first (the default), heart by its voice token.
+    joe, heart = voice.voices
+    assert (joe.id, joe.voice_token, joe.gender, joe.license) == ("joe", 1, "male", "Apache-2.0")
+    assert (heart.id, heart.voice_token, heart.gender, heart.license) == ("heart", 255, "female", "Apache-2.0")
+    assert joe.teacher == voice.teacher and heart.teacher is not None and "af_heart" in heart.teacher
 
 
 # --- config.json's `voices` list (one model directory, several voices) ---
