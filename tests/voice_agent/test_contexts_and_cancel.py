@@ -20,6 +20,12 @@ def running(samples: dict) -> float:
     return metric(samples, "uttera_engine_running_requests")
 
 
+def finished(now: dict, then: dict, *reasons: str) -> float:
+    """Engine requests ended between two /metrics reads, for the given reasons."""
+    name = "uttera_engine_requests_finished_total"
+    return sum(metric(now, name, reason=r) - metric(then, name, reason=r) for r in reasons)
+
+
 async def test_eight_contexts_on_one_socket_match_their_solo_audio(ws_url):
     async with await SpeechStreamClient.connect(ws_url) as client:
         solo = []
@@ -58,15 +64,20 @@ async def test_cancel_aborts_the_engine_requests_within_a_second(ws_url, http):
             assert isinstance(event, Audio) or type(event).__name__ == "Timestamps", event
         await wait_for_metrics(http, lambda s: running(s) == running(before), seconds=1.0)
         assert time.monotonic() - cancelled_at < timeout(1.0)
-        # the engine aborted what it was decoding for the victim (rather than it having run to its end)
+        # The engine aborted what it was decoding for the victim, or (a fast engine on a loaded host: CI,
+        # stops 16 and 19) the cancel came between the victim's engine requests: then fewer than its
+        # complete sentences ever reached the engine. Either way none of them runs to its end afterwards.
         after_cancel = await read_metrics(http)
-        aborted = metric(after_cancel, "uttera_engine_requests_finished_total", reason="abort") - metric(
-            before, "uttera_engine_requests_finished_total", reason="abort"
+        aborted, ended = finished(after_cancel, before, "abort"), finished(after_cancel, before, "stop", "length")
+        assert aborted >= 1 or ended < LONG.count(". "), (
+            f"the victim's {ended:.0f} engine requests all ran to their end and none was aborted"
         )
-        assert aborted >= 1, "no engine request of the victim was running when the cancel arrived"
         # a probe context on the same socket: nothing of the victim arrives before (or after) its done
         check_done(await speak(client.context("probe"), "Still here.", timeout(60)))
         assert client.queue("victim").empty()
+        # the probe's one sentence is the only engine request that ended since the cancel
+        reasons = ("stop", "length", "abort")
+        assert finished(await read_metrics(http), after_cancel, *reasons) == 1
     after = await read_metrics(http)
     assert metric(after, "uttera_cancellations_total") == metric(before, "uttera_cancellations_total") + 1
 
