@@ -28,6 +28,9 @@
 #   bash benchmarks/gpu_suite.sh async       vLLM's async scheduling with the in-engine vocoder: engine step vs plain vLLM
 #                                            with it on (plain_vllm.py; compare with `plain`), then closed loop A/B
 #                                            --async-scheduling vs off, 4 serving processes, C = 64,256,1024
+#   bash benchmarks/gpu_suite.sh asyncdp     closed loop A/B with 4 engine cores (as dp4): --async-scheduling vs off, C = 256,1024
+#   bash benchmarks/gpu_suite.sh pacedab     paced listeners A/B with 4 engine cores, --max-lead-s 2: --async-scheduling vs off,
+#                                            N = 1024 (http; TRANSPORT=both for ws too)
 #   bash benchmarks/gpu_suite.sh dp          closed loop A/B: 1, 2, 4 engine cores on the one GPU (--data-parallel-size,
 #                                            engine_patches/shared_gpu.py), 4 serving processes, KV 12 GiB per engine,
 #                                            C = 1,256,1024
@@ -55,7 +58,7 @@ ab() {
   for round in $(seq "${ROUNDS:-2}"); do
     for v in "$@"; do
       run $PY -m benchmarks.load --start-server --model voices/default --device "$DEVICE" \
-        --server-args "$ARGS ${v#*=}" --sweep "${SWEEP:-$sweep}" --transport http \
+        --server-args "$ARGS ${v#*=}" --sweep "${SWEEP:-$sweep}" --transport "${TRANSPORT:-http}" ${LOAD_ARGS:-} \
         --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/${name}_${v%%=*}_h200_$((++n)).json"
     done
   done
@@ -147,9 +150,14 @@ async)
     --rows "${ROWS:-16,64,256,1024}" --steps 300 --rounds "${ROUNDS:-2}" --out "$OUT/plain_vllm_async_h200.json"
   ab async 64,256,1024 "on=--api-servers 4 --async-scheduling" "off=--api-servers 4"
   ;;
+asyncdp)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) --api-servers 4 --data-parallel-size 4 ${EXTRA:-}" \
+          ab asyncdp 256,1024 "on=--async-scheduling" "off=--no-async-scheduling" ;;
+pacedab)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) --api-servers 4 --data-parallel-size 4 --max-lead-s 2 ${EXTRA:-}" \
+          LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" \
+          ab pacedab 1024 "on=--async-scheduling" "off=--no-async-scheduling" ;;
 arch)     ab arch 64,256,1024 "old=--api-servers 1 --vocoder-process frontend" \
                               "new=--api-servers ${API_SERVERS:-4} --vocoder-process engine" ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|arch|dp" >&2; exit 2 ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|asyncdp|pacedab|arch|dp" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open
 ls -la "$OUT"
