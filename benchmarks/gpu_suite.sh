@@ -145,10 +145,10 @@ evcheck)
 dp)       ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) ${EXTRA:-}" \
           ab dp 1,256,1024 "dp1=--api-servers 4" "dp2=--api-servers 4 --data-parallel-size 2" \
                            "dp4=--api-servers 4 --data-parallel-size 4" ;;
-async)
+async|plainasync)
   run $PY -m benchmarks.plain_vllm --model voices/default --server-args "$ARGS --async-scheduling" \
     --rows "${ROWS:-16,64,256,1024}" --steps 300 --rounds "${ROUNDS:-2}" --out "$OUT/plain_vllm_async_h200.json"
-  ab async 64,256,1024 "on=--api-servers 4 --async-scheduling" "off=--api-servers 4"
+  [ "$1" = plainasync ] || ab async 64,256,1024 "on=--api-servers 4 --async-scheduling" "off=--api-servers 4"
   ;;
 asyncdp)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) --api-servers 4 --data-parallel-size 4 ${EXTRA:-}" \
           ab asyncdp 256,1024 "on=--async-scheduling" "off=--no-async-scheduling" ;;
@@ -157,7 +157,7 @@ pacedab)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memo
           ab pacedab 1024 "on=--async-scheduling" "off=--no-async-scheduling" ;;
 arch)     ab arch 64,256,1024 "old=--api-servers 1 --vocoder-process frontend" \
                               "new=--api-servers ${API_SERVERS:-4} --vocoder-process engine" ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|asyncdp|pacedab|arch|dp" >&2; exit 2 ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|asyncdp|pacedab|arch|dp" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open
 ls -la "$OUT"
