@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The performance suite on the H200 host (no registry; vLLM 0.32.0 arrives as wheel parts, see
 # benchmarks/RESULTS.md "H200"; build them with uvloop, the server's default event loop:
-# ../shared/gpu/build_wheel_parts.sh .whl uvloop==0.23.0). Each subcommand fits one device call (<= 10 minutes) and leaves its
+# ../shared/gpu/build_wheel_parts.sh .whl uvloop==0.23.0 av==18.1.0 httptools==0.9.0 py-spy==0.4.3: the server's
+# PyAV and httptools are not on the host; py-spy is for `profile`). Each subcommand fits one device call (<= 10 minutes) and leaves its
 # JSON, PNG and server logs in $OUT (at most 8 files come back per call).
 #
 #   bash benchmarks/gpu_suite.sh check       the CUDA vocoder alone, on the host's own torch (no vLLM needed)
@@ -31,6 +32,11 @@
 #   bash benchmarks/gpu_suite.sh asyncdp     closed loop A/B with 4 engine cores (as dp4): --async-scheduling vs off, C = 256,1024
 #   bash benchmarks/gpu_suite.sh pacedab     paced listeners A/B with 4 engine cores, --max-lead-s 2: --async-scheduling vs off,
 #                                            N = 1024 (http; TRANSPORT=both for ws too)
+#   bash benchmarks/gpu_suite.sh plaingraphs as plainasync (async off), ours with --vocoder-cuda-graphs: the in-engine
+#                                            vocoder's pass as one graph replay on the engine core's thread
+#   bash benchmarks/gpu_suite.sh graphsdp    closed loop A/B with 4 engine cores: --vocoder-cuda-graphs vs off, C = 256,1024
+#   bash benchmarks/gpu_suite.sh profile     py-spy on ours' engine core during plain_vllm at ROWS (default 1024) decoding
+#                                            rows (EXTRA: more server flags): profile_engine_h200.raw + its summary
 #   bash benchmarks/gpu_suite.sh dp          closed loop A/B: 1, 2, 4 engine cores on the one GPU (--data-parallel-size,
 #                                            engine_patches/shared_gpu.py), 4 serving processes, KV 12 GiB per engine,
 #                                            C = 1,256,1024
@@ -150,6 +156,28 @@ async|plainasync)
     --rows "${ROWS:-16,64,256,1024}" --steps 300 --rounds "${ROUNDS:-2}" --out "$OUT/plain_vllm_async_h200.json"
   [ "$1" = plainasync ] || ab async 64,256,1024 "on=--api-servers 4 --async-scheduling" "off=--api-servers 4"
   ;;
+plaingraphs)
+  run $PY -m benchmarks.plain_vllm --model voices/default --server-args "$ARGS --vocoder-cuda-graphs" \
+    --rows "${ROWS:-16,64,256,1024}" --steps 300 --rounds "${ROUNDS:-1}" --out "$OUT/plain_vllm_graphs_h200.json"
+  ;;
+graphsdp) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) --api-servers 4 --data-parallel-size 4 ${EXTRA:-}" \
+          ab graphsdp 256,1024 "on=--vocoder-cuda-graphs" "off=" ;;
+profile)
+  # Both engines of plain_vllm stay alive; round 1 measures plain first, then ours: profile ours' engine
+  # core (vLLM's EngineCore process under the `plain_vllm-ours` child) and its children (a worker process, if any).
+  log=$OUT/profile_plain_vllm.log
+  timeout "${STEP_S:-420}" $PY -m benchmarks.plain_vllm --model "${MODEL:-voices/default}" --server-args "$ARGS ${EXTRA:-}" \
+    --rows "${ROWS:-1024}" --steps 600 --rounds 1 --out "$OUT/plain_vllm_profile_h200.json" >"$log" 2>&1 &
+  for _ in $(seq 600); do grep -q "rows ${ROWS:-1024} plain:" "$log" && break; sleep 0.5; done
+  sleep "${PROFILE_DELAY_S:-8}"
+  child=$(grep -o "plain_vllm-ours pid=[0-9]*" "$log" | head -1 | cut -d= -f2)
+  core=$(pgrep -P "$child" -f EngineCore | head -1)
+  echo "ours: child $child, engine core $core"
+  "${PYSPY:-$HOME/site/bin/py-spy}" record --subprocesses -p "$core" -d "${PROFILE_S:-10}" -r 250 -f raw -o "$OUT/profile_engine_h200.raw"
+  $PY -m benchmarks.profile_summary "$OUT/profile_engine_h200.raw" --top 60 --out "$OUT/profile_engine_h200.json"
+  wait
+  grep -A8 "^ rows" "$log"
+  ;;
 asyncdp)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) --api-servers 4 --data-parallel-size 4 ${EXTRA:-}" \
           ab asyncdp 256,1024 "on=--async-scheduling" "off=--no-async-scheduling" ;;
 pacedab)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) --api-servers 4 --data-parallel-size 4 --max-lead-s 2 ${EXTRA:-}" \
@@ -157,7 +185,7 @@ pacedab)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memo
           ab pacedab 1024 "on=--async-scheduling" "off=--no-async-scheduling" ;;
 arch)     ab arch 64,256,1024 "old=--api-servers 1 --vocoder-process frontend" \
                               "new=--api-servers ${API_SERVERS:-4} --vocoder-process engine" ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|asyncdp|pacedab|arch|dp" >&2; exit 2 ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|plaingraphs|graphsdp|profile|asyncdp|pacedab|arch|dp" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open
 ls -la "$OUT"
