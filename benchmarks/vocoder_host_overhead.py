@@ -10,6 +10,13 @@ step, on the step's hot path. Two ways are timed, alternated within each round:
 Frames live on the `meta` device, so the CUDA code path's bookkeeping runs (frames kept as tensors)
 without any device work, and no vocoder pass runs (the first chunk is never reached): this measures the
 Python host work alone, the part that adds to vLLM's own ~30 us per row per step. Median over steps.
+
+Then the publisher's side (`--publish-samples` per utterance, the PCM of one pass over `rows` utterances,
+already on the host): from the pass's host buffer to the PCM channel's messages (one per serving process,
+`pcm_wire.encode`), with float32 PCM (a copy per utterance in `StepResult.wait`, then `to_int16`, how the
+in-engine vocoder did it until 2026-12-04) against int16 PCM made on the vocoder's device (views of the one
+buffer, `StreamingVocoder(int16_pcm=True)`). The publisher is a thread of the engine's worker, so this time
+is taken from the GIL the step loop needs.
 """
 
 import argparse
@@ -55,11 +62,38 @@ def measure(mode: str, rows: int, steps: int, frames_per_step: int = 4) -> float
     return statistics.median(times)
 
 
+def publish(mode: str, rows: int, samples: int, passes: int, sinks: int = 4) -> float:
+    """Median seconds to turn one pass's PCM (on the host) into the PCM channel's messages."""
+    from engine_patches.pcm_wire import encode
+    from uttera_server.audio.pcm import to_int16
+    from vocoder.step_result import StepResult
+
+    ids = [f"r{i}" for i in range(rows)]
+    spans = {uid: (i, 0, samples) for i, uid in enumerate(ids)}
+    wave = torch.randn(rows, samples) * 0.3
+    if mode == "int16":
+        wave = (wave.clamp(-1.0, 1.0) * 32767.0).to(torch.int16)
+    times = []
+    for _ in range(passes):
+        result = StepResult(ids, wave.clone(), spans, int16=mode == "int16")
+        t0 = time.perf_counter()
+        pcm = result.wait()
+        by_sink: dict[int, list] = {}
+        for i, uid in enumerate(ids):
+            audio = pcm[uid]
+            by_sink.setdefault(i % sinks, []).append((uid, audio if mode == "int16" else to_int16(audio), False))
+        for entries in by_sink.values():
+            encode(entries)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", default="256,1024")
     p.add_argument("--steps", type=int, default=64)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--publish-samples", type=int, default=2048, help="PCM samples per utterance per pass (8 frames)")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "vocoder_host_overhead.json")
     a = p.parse_args()
     torch.manual_seed(0)
@@ -84,10 +118,30 @@ def main() -> None:
             }
         )
         print(f"{r:>6} {v:>13.2f} {w:>12.2f} {v / w:>6.1f}")
+    published: dict[tuple[str, int], list] = {(m, r): [] for m in ("float32", "int16") for r in levels}
+    for round_ in range(a.rounds):
+        for r in levels:
+            for mode in ("float32", "int16") if round_ % 2 == 0 else ("int16", "float32"):
+                published[(mode, r)].append(publish(mode, r, a.publish_samples, a.steps))
+    publisher = []
+    print(f"\npublisher, {a.publish_samples} samples per utterance per pass")
+    print(f"{'rows':>6} {'float32 us/utt':>15} {'int16 us/utt':>13} {'ratio':>6}")
+    for r in levels:
+        f = 1e6 * statistics.median(published[("float32", r)]) / r
+        i = 1e6 * statistics.median(published[("int16", r)]) / r
+        publisher.append({"rows": r, "float32_us_per_utterance": round(f, 2), "int16_us_per_utterance": round(i, 2)})
+        print(f"{r:>6} {f:>15.2f} {i:>13.2f} {f / i:>6.1f}")
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(
         json.dumps(
-            {"command": machine.command(), "steps": a.steps, "rounds": a.rounds, "levels": table},
+            {
+                "command": machine.command(),
+                "steps": a.steps,
+                "rounds": a.rounds,
+                "levels": table,
+                "publish_samples": a.publish_samples,
+                "publisher": publisher,
+            },
             indent=2,
         )
     )

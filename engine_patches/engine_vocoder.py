@@ -2,7 +2,8 @@
 
 Runs in vLLM's worker (rank 0), fed by the model runner patch (gpu_model_runner.py) with each step's
 mel rows where they were computed (on the GPU: no device -> host -> device round trip), batched over
-every utterance that has frames, on the vocoder's own CUDA stream (vocoder/streaming.py). PCM leaves on
+every utterance that has frames, on the vocoder's own CUDA stream (vocoder/streaming.py). PCM, made int16 on
+the vocoder's device (`int16_pcm`: half the bytes to the host, no conversion per utterance there), leaves on
 the PCM channel (pcm_wire.py) from a publisher thread, which waits for the GPU with the GIL released,
 so the worker's step loop never waits for the vocoder.
 
@@ -30,8 +31,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from uttera_server.audio.pcm import to_int16
-
 from .pcm_wire import PcmRoute, encode, sink_address
 
 if TYPE_CHECKING:
@@ -44,6 +43,8 @@ if TYPE_CHECKING:
 _Meta = tuple[Hashable, PcmRoute, bool]
 
 log = logging.getLogger(__name__)
+
+_NO_PCM = np.zeros(0, np.int16)
 
 CONFIG_KEY = "uttera_vocoder"  # vllm_config.additional_config key holding `EngineVocoderConfig`
 
@@ -110,9 +111,9 @@ class _Publisher:
                 pcm = result.wait()
                 by_sink: dict[int, list[tuple[str, np.ndarray, bool]]] = {}
                 for req_id, route, final in meta:
-                    audio = pcm.get(req_id)
+                    audio = pcm.get(req_id)  # int16, converted on the vocoder's device
                     if (audio is not None and audio.size) or final:
-                        samples = to_int16(audio) if audio is not None else np.zeros(0, np.int16)
+                        samples = audio if audio is not None else _NO_PCM
                         by_sink.setdefault(route.sink, []).append((route.key, samples, final))
                 for sink, entries in by_sink.items():
                     self._socket(sink).send_multipart(encode(entries), copy=False)
@@ -146,6 +147,7 @@ class EngineVocoder:
             device=device,
             initial_capacity=config.max_utterances + 1 if graphs else 8,
             cuda_graphs=graphs,
+            int16_pcm=True,
         )
         if graphs:
             self.vocoder.capture_graphs(config.max_utterances)
