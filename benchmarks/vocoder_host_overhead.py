@@ -23,6 +23,7 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Hashable
 from pathlib import Path
 
 import torch
@@ -68,8 +69,8 @@ def publish(mode: str, rows: int, samples: int, passes: int, sinks: int = 4) -> 
     from uttera_server.audio.pcm import to_int16
     from vocoder.step_result import StepResult
 
-    ids = [f"r{i}" for i in range(rows)]
-    spans = {uid: (i, 0, samples) for i, uid in enumerate(ids)}
+    ids: list[Hashable] = [f"r{i}" for i in range(rows)]
+    spans: dict[Hashable, tuple[int, int, int]] = {uid: (i, 0, samples) for i, uid in enumerate(ids)}
     wave = torch.randn(rows, samples) * 0.3
     if mode == "int16":
         wave = (wave.clamp(-1.0, 1.0) * 32767.0).to(torch.int16)

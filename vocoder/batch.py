@@ -24,8 +24,10 @@ class Row:
 
     __slots__ = ("mel", "row", "shape")
 
-    def __init__(self, mel: Tensor, row: int):
-        self.mel, self.row, self.shape = mel, row, mel.shape[1:]
+    def __init__(self, mel: Tensor, row: int, shape: torch.Size | None = None):
+        """`shape`: `mel.shape[1:]`, when the caller has it (a step's rows share it)."""
+        self.mel, self.row = mel, row
+        self.shape = mel.shape[1:] if shape is None else shape
 
 
 ToDevice = Callable[[Tensor], Tensor]

@@ -262,10 +262,10 @@ class StreamingVocoder:
                     st.pending_frames += t.shape[0]
                     st.received += t.shape[0]
             if mel is not None:
-                k = mel.shape[1]
+                k, shape = mel.shape[1], mel.shape[1:]
                 for uid, row in rows.items():
                     st = utterances[uid]
-                    st.pending.append(Row(mel, row))
+                    st.pending.append(Row(mel, row, shape))
                     st.pending_frames += k
                     st.received += k
             done = set(finishing)
