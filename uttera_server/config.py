@@ -102,8 +102,9 @@ class EngineConfig:
         (benchmarks/RESULTS.md, "H200, second session"). Ignored on CPU.
     async_scheduling: vLLM's async scheduling (the host prepares the next step while the GPU runs this
         one). None: vLLM's choice (on for CUDA, off on CPU, whose platform turns it off), except off with
-        the in-engine vocoder until an H200 A/B shows it pays there; True/False force it (True is
-        ignored on CPU). The runner patch leaves out the extra step that async scheduling gives a
+        the in-engine vocoder: the H200 A/B with four engine cores (benchmarks/RESULTS.md, "Async
+        scheduling, eight engine cores, ...") gave 5-9 % less audio and a longer TTFA tail with it on;
+        True/False force it (True is ignored on CPU). The runner patch leaves out the extra step that async scheduling gives a
         request that sampled STOP (engine_patches/gpu_model_runner.py, `voiced`).
     """
 
