@@ -1,7 +1,8 @@
 """Serve a voice in the real patched vLLM engine (CPU build) and compare with offline inference.
 
-For a few sentences: the engine's greedy pointers and mel chunks vs training/infer.py's on the same
-weights (fp32). They must be identical: this is the check that the served model is the trained one.
+For a few sentences in every voice of the model (each voice's prompts begin with its voice token, as the
+server sends them): the engine's greedy pointers and mel chunks vs training/infer.py's on the same weights
+(fp32). They must be identical: this is the check that the served model is the trained one.
 
     python -m training.check_engine [VOICE_DIR]
 """
@@ -9,6 +10,7 @@ weights (fp32). They must be identical: this is the check that the served model 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
 import time
 
@@ -27,10 +29,14 @@ async def check(voice_dir: str) -> bool:
     from uttera_server.config import EngineConfig
     from uttera_server.synthesis.mel_engine import MelEngine
     from uttera_server.frontend import prepare
+    from uttera_server.frontend.phoneme_table import en_us
     from uttera_server.model_dir import VoiceModelConfig
+    from uttera_server.synthesis.voices import served_voices, voice_prompt
 
+    config = VoiceModelConfig.load(voice_dir)
+    _, tokens = served_voices(config, en_us().bos_ids[0])
     engine = MelEngine(
-        VoiceModelConfig.load(voice_dir),
+        config,
         EngineConfig(
             max_num_seqs=4, kv_cache_memory_bytes=256 << 20, enforce_eager=True, block_size=32, dtype="float32"
         ),
@@ -39,8 +45,8 @@ async def check(voice_dir: str) -> bool:
     model = load_model_dir(voice_dir)
     ok = True
     try:
-        for text in SENTENCES:
-            ids = prepare(text)[0].phoneme_ids
+        for (voice, token), text in itertools.product(tokens.items(), SENTENCES):
+            ids = voice_prompt(prepare(text)[0].phoneme_ids, token)
             t0 = time.time()
             steps = [s async for s in engine.generate(ids)]
             dt = time.time() - t0
@@ -53,7 +59,7 @@ async def check(voice_dir: str) -> bool:
             same = served == offline.pointers and diff < 1e-3
             ok &= same
             print(
-                f"{text!r}: engine {len(served)} steps in {dt:.2f} s, offline {len(offline.pointers)}; "
+                f"{voice} {text!r}: engine {len(served)} steps in {dt:.2f} s, offline {len(offline.pointers)}; "
                 f"pointers equal={served == offline.pointers}; max |mel diff|={diff:.2e}",
                 flush=True,
             )
