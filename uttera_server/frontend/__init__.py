@@ -1,6 +1,7 @@
 """English text frontend: user text -> per-sentence Piper phoneme-id prompts with word spans.
 
     prepare(text) -> [Sentence]          # segment -> normalize -> g2p, the one call the server needs
+    prepare_segments(text) -> iterator   # the same, one segment's [Sentence] at a time (lazily)
     Segmenter().push(fragment) / flush() # streaming sentence/clause segmentation (pure)
     normalize(sentence) -> NormalizedText
     phonemize(normalized) -> Phonemized  # ids identical to the Piper teacher's, pads removed
@@ -15,7 +16,7 @@ from .g2p import Phonemized, phonemize, strip_pads, with_pads
 from .normalize import normalize
 from .spoken_text import NormalizedText, SourceWord, SpokenWord
 from .phoneme_table import PhonemeTable, en_us
-from .prepare import MIN_PHONEMES, Sentence, prepare, teacher_text
+from .prepare import MIN_PHONEMES, Sentence, prepare, prepare_segments, teacher_text
 from .segment import TextSpan, Segmenter, SegmenterConfig, split_sentences
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "normalize",
     "phonemize",
     "prepare",
+    "prepare_segments",
     "split_sentences",
     "strip_pads",
     "teacher_text",

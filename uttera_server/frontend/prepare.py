@@ -7,7 +7,7 @@ produces one sentence whose ids, pads removed, equal ``Sentence.phoneme_ids`` (s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .errors import NothingToSpeakError
@@ -65,18 +65,32 @@ def prepare(
     dropped. Raises :class:`NothingToSpeakError` when nothing is speakable, unless
     ``allow_empty`` (then returns ``[]``); ``ValueError`` when ``max_phonemes < MIN_PHONEMES``.
     """
-    if max_phonemes < MIN_PHONEMES:
-        raise ValueError(f"max_phonemes must be >= {MIN_PHONEMES}, got {max_phonemes}")
-    sentences: list[Sentence] = []
-    for segment in split_sentences(text, segmenter):
-        norm = normalize(segment.text, offset + segment.start)
-        if norm.words:
-            parts = _fit(list(norm.words), segment, offset, max_phonemes)
-            sentences += [s for s in _sentences(parts, segment, offset) if _has_phonemes(s)]
+    sentences = [s for part in prepare_segments(text, max_phonemes, offset=offset, segmenter=segmenter) for s in part]
     if not sentences and not allow_empty:
         shown = text if len(text) <= 40 else text[:37] + "..."
         raise NothingToSpeakError(f"nothing to speak in {shown!r}: send text with at least one letter or digit")
     return sentences
+
+
+def prepare_segments(
+    text: str, max_phonemes: int = 400, *, offset: int = 0, segmenter: SegmenterConfig | None = None
+) -> Iterator[list[Sentence]]:
+    """`prepare`, one segment at a time: each segment's sentences (empty when it has nothing to speak),
+    normalized and phonemized only when asked for, so a caller can start on the first sentence while the
+    rest of a long text is still to do. Raises ``ValueError`` when ``max_phonemes < MIN_PHONEMES``."""
+    if max_phonemes < MIN_PHONEMES:
+        raise ValueError(f"max_phonemes must be >= {MIN_PHONEMES}, got {max_phonemes}")
+    return _segments(text, max_phonemes, offset, segmenter)
+
+
+def _segments(text: str, max_phonemes: int, offset: int, segmenter: SegmenterConfig | None) -> Iterator[list[Sentence]]:
+    for segment in split_sentences(text, segmenter):
+        norm = normalize(segment.text, offset + segment.start)
+        if not norm.words:
+            yield []
+            continue
+        parts = _fit(list(norm.words), segment, offset, max_phonemes)
+        yield [s for s in _sentences(parts, segment, offset) if _has_phonemes(s)]
 
 
 def _has_phonemes(sentence: Sentence) -> bool:

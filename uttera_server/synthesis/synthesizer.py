@@ -15,7 +15,7 @@ import logging
 import sys
 import time
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from ..config import EngineConfig
 from .mel_engine import EngineClientSlot, EngineStats, MelEngine
-from ..errors import ConfigError, EmptyInput, EngineNotReady, SynthesisFailed, UnknownVoice
+from ..errors import ConfigError, EngineNotReady, SynthesisFailed, UnknownVoice
 from ..model_dir import VoiceModelConfig
 from ..speech_params import check_speed, check_text, resolve_voice
 from .speed import MelTimeScale, scaled_frames
@@ -33,6 +33,7 @@ from ..audio.pcm import to_int16
 from . import DEFAULT_VOICE, AudioChunk, VoiceInfo, WordTimings
 from .voices import accepted_voices, served_voices, voice_prompt
 from .pcm_queue import PcmQueue
+from .sentences import first_and_later, sentence_stream
 from .word_clock import SentenceWordClock, WordTiming
 
 if TYPE_CHECKING:
@@ -203,18 +204,6 @@ class Synthesizer:
             text, text_offset, float(speed), request_id or uuid.uuid4().hex, with_timestamps, deadline, token
         )
 
-    def _sentences(self, text: str, text_offset: int) -> "list[Sentence]":
-        """The text frontend (normalize, g2p): milliseconds for a long text, so it runs off the loop."""
-        from ..frontend import prepare
-
-        try:
-            sentences = prepare(text, max_phonemes=min(self.model.max_phonemes, 400), offset=text_offset)
-        except ValueError as e:
-            raise EmptyInput(f"nothing to speak in the input: {e}") from None
-        if not sentences:
-            raise EmptyInput("nothing to speak in the input")
-        return sentences
-
     async def _generate(
         self,
         text: str,
@@ -227,17 +216,26 @@ class Synthesizer:
     ) -> AsyncGenerator[AudioChunk | WordTimings, None]:
         """Raises `EmptyInput` before anything else when the text has nothing to speak. `voice_token`:
         the first id of every sentence's prompt (voices.voice_prompt)."""
-        sentences = await asyncio.to_thread(self._sentences, text, text_offset)
+        first, later = await first_and_later(text, text_offset, min(self.model.max_phonemes, 400))
         opened: list[str] = []
-        handoff: asyncio.Queue[tuple[int, PcmQueue] | BaseException] = asyncio.Queue()  # or an exception
+        # (sentence index, its PCM queue), or an exception, or None after the last sentence
+        handoff: asyncio.Queue[tuple[int, PcmQueue] | BaseException | None] = asyncio.Queue()
         producer = asyncio.create_task(
-            self._produce(sentences, speed, request_id, handoff, opened, with_timestamps, deadline, voice_token)
+            self._produce(
+                sentence_stream(first, later),
+                speed,
+                request_id,
+                handoff,
+                opened,
+                with_timestamps,
+                deadline,
+                voice_token,
+            )
         )
         samples = 0  # yielded so far: the start of the next sentence's audio
         last_span: tuple[int, int] | None = None  # a word cut in two by a long-sentence split is reported once
         try:
-            for _ in sentences:
-                item = await handoff.get()
+            while (item := await handoff.get()) is not None:
                 if isinstance(item, BaseException):
                     raise SynthesisFailed() from item
                 index, pcm_queue = item
@@ -268,6 +266,8 @@ class Synthesizer:
                 producer.cancel()  # aborts the engine request
                 # Wait for it, but let a cancellation of this consumer itself propagate.
                 await asyncio.wait({producer})
+            if not later.cancel() and not later.cancelled():  # done: its thread finishes on its own otherwise
+                later.exception()  # retrieved (the producer raised it already, if any)
             for utterance_id in opened:
                 self._drop_utterance(utterance_id)
 
@@ -287,10 +287,10 @@ class Synthesizer:
 
     async def _produce(
         self,
-        sentences: "list[Sentence]",
+        sentences: "AsyncIterator[Sentence]",
         speed: float,
         request_id: str,
-        handoff: asyncio.Queue[tuple[int, PcmQueue] | BaseException],
+        handoff: asyncio.Queue[tuple[int, PcmQueue] | BaseException | None],
         opened: list[str],
         with_timestamps: bool,
         deadline: PlaybackDeadline,
@@ -298,15 +298,16 @@ class Synthesizer:
     ) -> None:
         """Run the engine for each sentence in turn; mel goes to the vocoder (here, or in the engine),
         which delivers PCM to the sentence's queue, and word timings go straight to the same queue (so
-        they precede their audio). Any failure reaches the consumer: on the sentence's queue once it
-        has one, else on the hand-off queue."""
+        they precede their audio); None on the hand-off queue after the last sentence. Any failure
+        reaches the consumer: on the sentence's queue while it runs, else on the hand-off queue."""
         m = self.model
         step_ms = 1000.0 * m.frames_per_step * m.hop_length / m.sample_rate / speed
         max_lead = self.engine_config.max_lead_s
         pcm_queue: PcmQueue | None = None
+        index = -1
         try:
-            for index, sentence in enumerate(sentences):
-                pcm_queue = None
+            async for sentence in sentences:
+                index += 1
                 # Pacing (EngineConfig.max_lead_s): a later sentence, or a WebSocket segment's first
                 # one when its context already has audio buffered ahead of playback (lead_s).
                 if max_lead is not None and (index or deadline.lead_s > 0):
@@ -329,6 +330,8 @@ class Synthesizer:
                     pcm_queue.put_nowait(words)
                 if self._worker is not None and self._receiver is None:
                     self._worker.finish(utterance_id)
+                pcm_queue = None  # a failure getting the next sentence goes to the hand-off queue
+            handoff.put_nowait(None)
         except asyncio.CancelledError:
             raise
         except Exception as e:
