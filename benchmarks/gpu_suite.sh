@@ -37,6 +37,8 @@
 #   bash benchmarks/gpu_suite.sh graphsdp    closed loop A/B with 4 engine cores: --vocoder-cuda-graphs vs off, C = 256,1024
 #   bash benchmarks/gpu_suite.sh profile     py-spy on ours' engine core during plain_vllm at ROWS (default 1024) decoding
 #                                            rows (EXTRA: more server flags): profile_engine_h200.raw + its summary
+#   bash benchmarks/gpu_suite.sh pacedprof   pacedab's "off" alone (SWEEP=1024), with py-spy on one engine core and one serving
+#                                            process at the level's plateau (spy_served; PROFILE_S, MIN_CONNS)
 #   bash benchmarks/gpu_suite.sh dp          closed loop A/B: 1, 2, 4 engine cores on the one GPU (--data-parallel-size,
 #                                            engine_patches/shared_gpu.py), 4 serving processes, KV 12 GiB per engine,
 #                                            C = 1,256,1024
@@ -82,6 +84,33 @@ smoke_or_eager() {
     echo "smoke failed with the compiled engine; server log tail:"; tail -40 "$OUT/smoke.server.log"
     smoke --enforce-eager && echo --enforce-eager >"$HOME/.uttera_extra_args"
   fi
+}
+
+# py-spy of a running server while a load level is at its plateau: once MIN_CONNS TCP connections are
+# established on the host (clients and server on one host: two per stream), one engine core and one serving
+# process, PROFILE_S seconds each, side by side (profile_{core,frontend}_h200.{raw,json}, summary in the log).
+spy() {  # spy LABEL PID
+  [ -n "$2" ] || { echo "spy $1: no process"; return; }
+  "${PYSPY:-$HOME/site/bin/py-spy}" record -p "$2" -d "${PROFILE_S:-10}" -r 250 -f raw -o "$OUT/profile_$1_h200.raw" \
+    >"$OUT/spy_$1.log" 2>&1 || { echo "spy $1 failed:"; tail -3 "$OUT/spy_$1.log"; }
+  rm -f "$OUT/spy_$1.log"
+}
+spy_served() {
+  local conns=0 core server front
+  for _ in $(seq 900); do
+    conns=$(awk '$4 == "01"' /proc/net/tcp /proc/net/tcp6 2>/dev/null | wc -l)
+    [ "$conns" -ge "${MIN_CONNS:-1500}" ] && break; sleep 0.5
+  done
+  sleep "${PROFILE_DELAY_S:-5}"
+  core=$(pgrep -f "[E]ngineCore" | head -1); server=$(pgrep -f "[u]ttera_server serve" | head -1)
+  front=$(for c in $(pgrep -P "$server"); do grep -q spawn_main /proc/$c/cmdline 2>/dev/null \
+    && ! grep -q EngineCore /proc/$c/cmdline && echo $c; done | head -1)
+  echo "[$(date +%T)] profiling at $conns connections: engine core $core, frontend $front"
+  spy core "$core" & spy frontend "$front" & wait
+  for f in core frontend; do
+    [ -s "$OUT/profile_${f}_h200.raw" ] && $PY -m benchmarks.profile_summary "$OUT/profile_${f}_h200.raw" --top 45 \
+      --out "$OUT/profile_${f}_h200.json" | head -50
+  done
 }
 
 # Servers run in their own process group, which outlives a step killed by the device call's limit and
@@ -183,9 +212,13 @@ asyncdp)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memo
 pacedab)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) --api-servers 4 --data-parallel-size 4 --max-lead-s 2 ${EXTRA:-}" \
           LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" \
           ab pacedab 1024 "on=--async-scheduling" "off=--no-async-scheduling" ;;
+pacedprof) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) --api-servers 4 --data-parallel-size 4 --max-lead-s 2 ${EXTRA:-}" \
+          LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" ROUNDS=1 \
+          ab paced 1024 "dp4=--no-async-scheduling" &
+          spy_served; wait ;;
 arch)     ab arch 64,256,1024 "old=--api-servers 1 --vocoder-process frontend" \
                               "new=--api-servers ${API_SERVERS:-4} --vocoder-process engine" ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|plaingraphs|graphsdp|profile|asyncdp|pacedab|arch|dp" >&2; exit 2 ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|plaingraphs|graphsdp|profile|asyncdp|pacedab|pacedprof|arch|dp" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open
 ls -la "$OUT"
