@@ -29,6 +29,7 @@ def _processor(offset, stop, max_advance=3, max_dwell=2):
     proc = PointerLogitsProcessor.__new__(PointerLogitsProcessor)  # no vLLM config needed for apply()
     proc.offset, proc.stop, proc.max_advance, proc.max_dwell = offset, stop, max_advance, max_dwell
     proc.device, proc.tracks = torch.device("cpu"), PointerTracks(capacity=4)  # small: rows past it grow it
+    proc.pin = False
     return proc
 
 

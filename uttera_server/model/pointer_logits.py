@@ -103,6 +103,9 @@ class PointerLogitsProcessor(LogitsProcessor):
         self.max_advance = int(getattr(config, "max_advance", 3))
         self.max_dwell = int(getattr(config, "max_steps_per_phoneme", 10))
         self.device = device
+        # A copy from pageable memory makes the host wait for the device's queued work (CUDA stages it),
+        # which would undo async scheduling's overlap: the bounds go through pinned memory where there is any.
+        self.pin = is_pin_memory and device.type == "cuda"
         self.tracks = PointerTracks()
 
     def is_argmax_invariant(self) -> bool:
@@ -140,13 +143,15 @@ class PointerLogitsProcessor(LogitsProcessor):
         return rows, self.offset + lo, self.offset + hi, at_end
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
-        """Mask every tracked row to its allowed tokens (`bounds`): one host-to-device copy and a handful
-        of kernels per step."""
+        """Mask every tracked row to its allowed tokens (`bounds`): one host-to-device copy (from pinned
+        memory on CUDA: the host does not wait for the device) and a handful of kernels per step."""
         b = self.bounds(logits.shape[0])
         if b is None:
             return logits
         rows, lo, hi, stop = b
         packed = torch.from_numpy(np.stack([rows, lo, hi, stop.astype(np.int64)]))
+        if self.pin:
+            packed = packed.pin_memory()
         row_t, lo_t, hi_t, stop_t = packed.to(logits.device, non_blocking=True).unbind(0)
         vocab = torch.arange(logits.shape[1], device=logits.device)
         allowed = (vocab >= lo_t.unsqueeze(1)) & (vocab <= hi_t.unsqueeze(1))
