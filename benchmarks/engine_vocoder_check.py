@@ -84,7 +84,7 @@ def main() -> None:
             "engine": 1000 * float(np.median(engine_ttfa)),
             "frontend": 1000 * float(np.median(front_ttfa)),
         },
-        "rows": rows,
+        "mismatched_streams": sum(r["samples_engine"] != r["samples_frontend"] for r in rows),
     }
     print(f"{'variant':<10} {'TTFA p50 ms':>12}")
     for k, v in result["ttfa_ms_p50"].items():
@@ -92,6 +92,8 @@ def main() -> None:
     print(f"same length: {result['same_length']}, min SNR engine vs frontend: {result['snr_db_min']} dB")
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=2))
+    # Per-stream rows stay out of git (benchmarks/results/*.records.json is ignored).
+    a.out.with_suffix(".records.json").write_text(json.dumps(rows) + "\n")
 
 
 if __name__ == "__main__":
