@@ -89,9 +89,9 @@ smoke_or_eager() {
 # py-spy of a running server while a load level is at its plateau: once MIN_CONNS TCP connections are
 # established on the host (clients and server on one host: two per stream), one engine core and one serving
 # process, PROFILE_S seconds each, side by side (profile_{core,frontend}_h200.{raw,json}, summary in the log).
-spy() {  # spy LABEL PID
+spy() {  # spy LABEL PID [py-spy flags]: profile_LABEL_h200.raw
   [ -n "$2" ] || { echo "spy $1: no process"; return; }
-  "${PYSPY:-$HOME/site/bin/py-spy}" record -p "$2" -d "${PROFILE_S:-10}" -r 250 -f raw -o "$OUT/profile_$1_h200.raw" \
+  "${PYSPY:-$HOME/site/bin/py-spy}" record -p "$2" -d "${PROFILE_S:-10}" -r 250 -f raw -o "$OUT/profile_$1_h200.raw" "${@:3}" \
     >"$OUT/spy_$1.log" 2>&1 || { echo "spy $1 failed:"; tail -3 "$OUT/spy_$1.log"; }
   rm -f "$OUT/spy_$1.log"
 }
@@ -202,7 +202,7 @@ profile)
   child=$(grep -o "plain_vllm-ours pid=[0-9]*" "$log" | head -1 | cut -d= -f2)
   core=$(pgrep -P "$child" -f EngineCore | head -1)
   echo "ours: child $child, engine core $core"
-  "${PYSPY:-$HOME/site/bin/py-spy}" record --subprocesses -p "$core" -d "${PROFILE_S:-10}" -r 250 -f raw -o "$OUT/profile_engine_h200.raw"
+  spy engine "$core" --subprocesses
   $PY -m benchmarks.profile_summary "$OUT/profile_engine_h200.raw" --top 60 --out "$OUT/profile_engine_h200.json"
   wait
   grep -A8 "^ rows" "$log"
