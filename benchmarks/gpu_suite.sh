@@ -36,7 +36,7 @@
 #                                            vocoder's pass as one graph replay on the engine core's thread
 #   bash benchmarks/gpu_suite.sh graphsdp    closed loop A/B with 4 engine cores: --vocoder-cuda-graphs vs off, C = 256,1024
 #   bash benchmarks/gpu_suite.sh profile     py-spy on ours' engine core during plain_vllm at ROWS (default 1024) decoding
-#                                            rows (EXTRA: more server flags): profile_engine_h200.raw + its summary
+#                                            rows (EXTRA: more server flags): profile_engine_${CARD}.raw + its summary
 #   bash benchmarks/gpu_suite.sh pacedprof   pacedab's "off" alone (SWEEP=1024), with py-spy on one engine core and one serving
 #                                            process at the level's plateau (spy_served; PROFILE_S, MIN_CONNS)
 #   bash benchmarks/gpu_suite.sh dp          closed loop A/B: 1, 2, 4 engine cores on the one GPU (--data-parallel-size,
@@ -53,6 +53,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 ulimit -n 65536 2>/dev/null || ulimit -n 4096 2>/dev/null  # 512 streams: a socket each, client and server
 DEVICE=${DEVICE:-cuda}  # DEVICE=cpu runs the same steps here, as a dry run of the scripts
+# The card in output names (h200, h100; cpu for a dry run): the device tool may lend an H100 for an H200.
+CARD=${CARD:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -o -m1 'H[0-9]\+' | tr 'H' 'h')}
+CARD=${CARD:-cpu}
 ARGS=${ARGS:---max-num-seqs 1024 --gpu-memory-utilization 0.5}
 [ -f "$HOME/.uttera_extra_args" ] && ARGS="$ARGS $(cat "$HOME/.uttera_extra_args")"
 DUR=${DUR:-5}
@@ -67,7 +70,7 @@ ab() {
     for v in "$@"; do
       run $PY -m benchmarks.load --start-server --model voices/default --device "$DEVICE" \
         --server-args "$ARGS ${v#*=}" --sweep "${SWEEP:-$sweep}" --transport "${TRANSPORT:-http}" ${LOAD_ARGS:-} \
-        --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/${name}_${v%%=*}_h200_$((++n)).json"
+        --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/${name}_${v%%=*}_${CARD}_$((++n)).json"
     done
   done
 }
@@ -88,10 +91,10 @@ smoke_or_eager() {
 
 # py-spy of a running server while a load level is at its plateau: once MIN_CONNS TCP connections are
 # established on the host (clients and server on one host: two per stream), one engine core and one serving
-# process, PROFILE_S seconds each, side by side (profile_{core,frontend}_h200.{raw,json}, summary in the log).
-spy() {  # spy LABEL PID [py-spy flags]: profile_LABEL_h200.raw
+# process, PROFILE_S seconds each, side by side (profile_{core,frontend}_${CARD}.{raw,json}, summary in the log).
+spy() {  # spy LABEL PID [py-spy flags]: profile_LABEL_${CARD}.raw
   [ -n "$2" ] || { echo "spy $1: no process"; return; }
-  "${PYSPY:-$HOME/site/bin/py-spy}" record -p "$2" -d "${PROFILE_S:-10}" -r 250 -f raw -o "$OUT/profile_$1_h200.raw" "${@:3}" \
+  "${PYSPY:-$HOME/site/bin/py-spy}" record -p "$2" -d "${PROFILE_S:-10}" -r 250 -f raw -o "$OUT/profile_$1_${CARD}.raw" "${@:3}" \
     >"$OUT/spy_$1.log" 2>&1 || { echo "spy $1 failed:"; tail -3 "$OUT/spy_$1.log"; }
   rm -f "$OUT/spy_$1.log"
 }
@@ -106,10 +109,10 @@ spy_served() {
   front=$(for c in $(pgrep -P "$server"); do grep -q spawn_main /proc/$c/cmdline 2>/dev/null \
     && ! grep -q EngineCore /proc/$c/cmdline && echo $c; done | head -1)
   echo "[$(date +%T)] profiling at $conns connections: engine core $core, frontend $front"
-  spy core "$core" & spy frontend "$front" & wait
+  spy core "$core" --subprocesses & spy frontend "$front" & wait  # the core's worker process runs the vocoder
   for f in core frontend; do
-    [ -s "$OUT/profile_${f}_h200.raw" ] && $PY -m benchmarks.profile_summary "$OUT/profile_${f}_h200.raw" --top 45 \
-      --out "$OUT/profile_${f}_h200.json" | head -50
+    [ -s "$OUT/profile_${f}_${CARD}.raw" ] && $PY -m benchmarks.profile_summary "$OUT/profile_${f}_${CARD}.raw" --top 45 \
+      --out "$OUT/profile_${f}_${CARD}.json" | head -50
   done
 }
 
@@ -137,26 +140,26 @@ smoke) smoke_or_eager ;;
 default)
   run $PY -m benchmarks.load --start-server --model voices/default --device "$DEVICE" --server-args "$ARGS" \
     --sweep "${SWEEP:-1,16,64,256}" --transport both --duration "$DUR" --ttfa-budget-ms 100 --client-processes "$CLIENTS" \
-    --out "$OUT/load_default_h200.json" --server-log "$OUT/load_default_h200.server.log"
+    --out "$OUT/load_default_${CARD}.json" --server-log "$OUT/load_default_${CARD}.server.log"
   run $PY -m benchmarks.load --start-server --model voices/default --device "$DEVICE" \
     --server-args "$ARGS --scheduling fcfs" --sweep "${SWEEP:-1,16,64,256}" --transport http \
-    --duration "$DUR" --ttfa-budget-ms 100 --floor "$OUT/load_default_h200.floor.json" --client-processes "$CLIENTS" \
-    --out "$OUT/load_default_h200_fcfs.json" --server-log "$OUT/load_default_h200_fcfs.server.log"
+    --duration "$DUR" --ttfa-budget-ms 100 --floor "$OUT/load_default_${CARD}.floor.json" --client-processes "$CLIENTS" \
+    --out "$OUT/load_default_${CARD}_fcfs.json" --server-log "$OUT/load_default_${CARD}_fcfs.server.log"
   ;;
 large)
   [ -d models/random-0.5b ] || run $PY -m benchmarks.make_05b_model --out models/random-0.5b
   run $PY -m benchmarks.load --start-server --model models/random-0.5b --device "$DEVICE" --server-args "$ARGS" \
     --sweep "${SWEEP:-1,16,64,256}" --transport http --duration "$DUR" --ttfa-budget-ms 300 --client-processes "$CLIENTS" \
-    --out "$OUT/load_05b_h200.json" --server-log "$OUT/load_05b_h200.server.log"
+    --out "$OUT/load_05b_${CARD}.json" --server-log "$OUT/load_05b_${CARD}.server.log"
   ;;
 baselines)
   run $PY -m benchmarks.baselines --model voices/default --device "$DEVICE" --server-args "$ARGS" \
     --concurrency "${CONC:-1,64}" --duration "$DUR" --rounds 1 --variants d,c,e,b,a --timeline \
-    --out "$OUT/baselines_default_h200.json"
+    --out "$OUT/baselines_default_${CARD}.json"
   ;;
 convoy)
   run $PY -m benchmarks.gil_convoy --device "$DEVICE" --model voices/default --streams 64 --passes 10 \
-    --out "$OUT/gil_convoy_h200.json"
+    --out "$OUT/gil_convoy_${CARD}.json"
   ;;
 switch)   ab switch 64,128 "5=--switch-interval-ms 5" "0.1=--switch-interval-ms 0.1" ;;
 driver)   ab driver 64,128 "thread=--vocoder-driver thread" "loop=--vocoder-driver loop" ;;
@@ -165,29 +168,29 @@ interval) ab interval 64,128,256 "1=--stream-interval 1" "2=--stream-interval 2"
 pacing)   ab pacing 64,128,256 "1=--max-lead-s 1" "none=" ;;
 plain)
   run $PY -m benchmarks.plain_vllm --model voices/default --server-args "$ARGS" --rows "${ROWS:-16,64,256,1024}" \
-    --steps 300 --rounds "${ROUNDS:-2}" --out "$OUT/plain_vllm_h200.json"
+    --steps 300 --rounds "${ROUNDS:-2}" --out "$OUT/plain_vllm_${CARD}.json"
   ;;
 paced)
   STEP_S=${STEP_S:-570} run $PY -m benchmarks.load --start-server --model voices/default --device "$DEVICE" --mode paced \
     --server-args "$ARGS --api-servers 4 --max-lead-s 2 ${EXTRA:-}" --sweep "${SWEEP:-64,256,512,1024}" --transport both \
     --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2 --no-floor --client-processes "$CLIENTS" \
-    --out "$OUT/paced_default_h200.json" --server-log "$OUT/paced_default_h200.server.log"
+    --out "$OUT/paced_default_${CARD}.json" --server-log "$OUT/paced_default_${CARD}.server.log"
   ;;
 evcheck)
   run $PY -m benchmarks.engine_vocoder_check --model voices/default --streams "${STREAMS:-64}" \
-    --out "$OUT/engine_vocoder_check_h200.json"
+    --out "$OUT/engine_vocoder_check_${CARD}.json"
   ;;
 dp)       ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) ${EXTRA:-}" \
           ab dp 1,256,1024 "dp1=--api-servers 4" "dp2=--api-servers 4 --data-parallel-size 2" \
                            "dp4=--api-servers 4 --data-parallel-size 4" ;;
 async|plainasync)
   run $PY -m benchmarks.plain_vllm --model voices/default --server-args "$ARGS --async-scheduling" \
-    --rows "${ROWS:-16,64,256,1024}" --steps 300 --rounds "${ROUNDS:-2}" --out "$OUT/plain_vllm_async_h200.json"
+    --rows "${ROWS:-16,64,256,1024}" --steps 300 --rounds "${ROUNDS:-2}" --out "$OUT/plain_vllm_async_${CARD}.json"
   [ "$1" = plainasync ] || ab async 64,256,1024 "on=--api-servers 4 --async-scheduling" "off=--api-servers 4"
   ;;
 plaingraphs)
   run $PY -m benchmarks.plain_vllm --model voices/default --server-args "$ARGS --vocoder-cuda-graphs" \
-    --rows "${ROWS:-16,64,256,1024}" --steps 300 --rounds "${ROUNDS:-1}" --out "$OUT/plain_vllm_graphs_h200.json"
+    --rows "${ROWS:-16,64,256,1024}" --steps 300 --rounds "${ROUNDS:-1}" --out "$OUT/plain_vllm_graphs_${CARD}.json"
   ;;
 graphsdp) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) --api-servers 4 --data-parallel-size 4 ${EXTRA:-}" \
           ab graphsdp 256,1024 "on=--vocoder-cuda-graphs" "off=" ;;
@@ -196,14 +199,14 @@ profile)
   # core (vLLM's EngineCore process under the `plain_vllm-ours` child) and its children (a worker process, if any).
   log=$OUT/profile_plain_vllm.log
   timeout "${STEP_S:-420}" $PY -m benchmarks.plain_vllm --model "${MODEL:-voices/default}" --server-args "$ARGS ${EXTRA:-}" \
-    --rows "${ROWS:-1024}" --steps 600 --rounds 1 --out "$OUT/plain_vllm_profile_h200.json" >"$log" 2>&1 &
+    --rows "${ROWS:-1024}" --steps 600 --rounds 1 --out "$OUT/plain_vllm_profile_${CARD}.json" >"$log" 2>&1 &
   for _ in $(seq 600); do grep -q "rows ${ROWS:-1024} plain:" "$log" && break; sleep 0.5; done
   sleep "${PROFILE_DELAY_S:-8}"
   child=$(grep -o "plain_vllm-ours pid=[0-9]*" "$log" | head -1 | cut -d= -f2)
   core=$(pgrep -P "$child" -f EngineCore | head -1)
   echo "ours: child $child, engine core $core"
   spy engine "$core" --subprocesses
-  $PY -m benchmarks.profile_summary "$OUT/profile_engine_h200.raw" --top 60 --out "$OUT/profile_engine_h200.json"
+  $PY -m benchmarks.profile_summary "$OUT/profile_engine_${CARD}.raw" --top 60 --out "$OUT/profile_engine_${CARD}.json"
   wait
   grep -A8 "^ rows" "$log"
   ;;
