@@ -154,7 +154,7 @@ def fmt(v, spec=".1f") -> str:
 def print_table(rows: list[dict]) -> None:
     head = (
         f"{'tr':<4} {'N':>5} {'held':>5} {'peak':>5} {'err':>4} {'TTFA50':>7} {'TTFA99':>7} {'gap99':>7} "
-        f"{'undr':>5} {'u-str':>5} {'pre99':>7} {'aud/str':>7} {'aud/s':>7} {'run':>6} {'step':>5} {'loop%':>5}"
+        f"{'undr':>5} {'u-str':>5} {'u<1s':>5} {'u@s50':>6} {'pre99':>7} {'aud/str':>7} {'aud/s':>7} {'run':>6} {'step':>5} {'loop%':>5}"
     )
     print(head)
     print("-" * len(head))
@@ -163,6 +163,7 @@ def print_table(rows: list[dict]) -> None:
             f"{r['transport']:<4} {r['level']:>5g} {r['streams_held']:>5} {r['peak_streams']:>5} "
             f"{sum(r['errors'].values()):>4} {fmt(r['ttfa_ms_p50']):>7} {fmt(r['ttfa_ms_p99']):>7} "
             f"{fmt(r['gap_ms_p99']):>7} {r['underruns']:>5} {r['underrun_requests']:>5} "
+            f"{r.get('underruns_first_s', 0):>5} {fmt((r.get('underrun_at_audio_s') or {}).get('p50')):>6} "
             f"{fmt(r['prebuffer_ms_p99']):>7} {fmt(r['audio_s_per_stream_p50']):>7} {fmt(r['audio_s_per_s'], '.2f'):>7} "
             f"{fmt(r.get('running_requests_mean'), '.1f'):>6} {fmt(r.get('step_ms_mean')):>5} "
             f"{fmt(r.get('loop_cpu_pct'), '.0f'):>5}"
@@ -170,6 +171,7 @@ def print_table(rows: list[dict]) -> None:
     print(
         "N = paced streams (one long text each, played at 1x from its first chunk); held = finished with no "
         "error and no underrun; peak = most in flight at once; TTFA/gap/pre99 in ms; undr = underruns, u-str = "
-        "streams with any; pre99 = p99 prebuffer that would have avoided them; aud/str = audio s per stream "
+        "streams with any; u<1s = underruns within a stream's first second of audio, u@s50 = median seconds of "
+        "audio played before an underrun; pre99 = p99 prebuffer that would have avoided them; aud/str = audio s per stream "
         "(p50); aud/s = audio s per s of the level; run = engine running requests (mean); step = engine step ms"
     )

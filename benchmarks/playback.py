@@ -71,6 +71,7 @@ class Playback:
     underruns: int  # chunks that arrived after the audio before them had finished playing
     stall_s: float  # total time playback waited for audio (after it started)
     prebuffer_s: float  # start delay after the first chunk that would have avoided every underrun
+    underrun_at_s: tuple[float, ...] = ()  # where each underrun fell: seconds of audio played before it
 
 
 def playback(record: RequestRecord) -> Playback:
@@ -84,12 +85,14 @@ def playback(record: RequestRecord) -> Playback:
     t0, n0 = record.arrivals[0]
     plays_until = t0 + n0 / record.sample_rate  # when the audio received so far runs out
     underruns, stall, prebuffer, before = 0, 0.0, 0.0, n0 / record.sample_rate
+    at: list[float] = []
     for t, n in record.arrivals[1:]:
         if t > plays_until:
             underruns += 1
+            at.append(before)
             stall += t - plays_until
             plays_until = t
         plays_until += n / record.sample_rate
         prebuffer = max(prebuffer, t - t0 - before)
         before += n / record.sample_rate
-    return Playback(underruns, stall, prebuffer)
+    return Playback(underruns, stall, prebuffer, tuple(at))

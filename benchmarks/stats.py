@@ -22,13 +22,17 @@ def summarize(records: list[RequestRecord], duration_s: float) -> dict:
     Keys: requests, ok, errors {code: n}, ttfa_ms_{p50,p95,p99}, gap_ms_{p50,p99} (between chunks of
     one request), underruns (total), underrun_requests (requests with >= 1), underruns_max (per
     request), stall_s, prebuffer_ms_{p50,p99} (client start delay that would avoid every underrun,
-    playback.py), rtf_{p50,p95} (wall to last chunk / audio), audio_s, audio_s_per_s.
+    playback.py), underrun_at_audio_s {min, p50, max} (where in the stream underruns fell: seconds of
+    audio played before each; None without any), underruns_first_s (those within the first second of
+    audio, where the client's buffer is the first chunks alone), rtf_{p50,p95} (wall to last chunk /
+    audio), audio_s, audio_s_per_s.
     """
     ok = [r for r in records if r.ok]
     errors = Counter(r.error or "no_audio" for r in records if not r.ok)
     ttfa = [1000 * r.ttfa_s for r in ok if r.ttfa_s is not None]  # set on every ok record
     gaps = [1000 * g for r in ok for g in r.gaps_s()]
     plays = [playback(r) for r in ok]
+    at = [a for p in plays for a in p.underrun_at_s]
     rtf = [r.rtf for r in ok if r.rtf is not None]
     audio = sum(r.audio_s for r in records)  # audio that reached the client, failed requests included
     r3 = lambda x: None if x is None else round(x, 3)  # noqa: E731
@@ -47,6 +51,8 @@ def summarize(records: list[RequestRecord], duration_s: float) -> dict:
         "stall_s": r3(sum(p.stall_s for p in plays)),
         "prebuffer_ms_p50": r3(pct([1000 * p.prebuffer_s for p in plays], 50)),
         "prebuffer_ms_p99": r3(pct([1000 * p.prebuffer_s for p in plays], 99)),
+        "underrun_at_audio_s": {"min": r3(min(at)), "p50": r3(pct(at, 50)), "max": r3(max(at))} if at else None,
+        "underruns_first_s": sum(1 for a in at if a < 1.0),
         "rtf_p50": r3(pct(rtf, 50)),
         "rtf_p95": r3(pct(rtf, 95)),
         "audio_s": r3(audio),

@@ -32,6 +32,18 @@ def test_underruns_count_late_chunks_and_playback_resumes_at_arrival():
     assert p.underruns == 2
     assert abs(p.stall_s - 0.11) < 1e-9
     assert abs(p.prebuffer_s - 0.11) < 1e-9  # the last chunk: 0.31 - 0.1 - 0.1 s of audio before it
+    assert p.underrun_at_s == (0.05, 0.1)  # after 50 and 100 samples of audio
+
+
+def test_the_summary_says_where_in_the_stream_underruns_fell():
+    # One underrun after 1.0 s of audio, one after 2.5 s, one after 0.2 s (another stream).
+    late = record([(0.1, 1000), (1.5, 1500), (5.0, 10)])
+    early = record([(0.1, 200), (0.5, 100)])
+    s = summarize([late, early], duration_s=5.0)
+    assert s["underruns"] == 3
+    assert s["underrun_at_audio_s"] == {"min": 0.2, "p50": 1.0, "max": 2.5}
+    assert s["underruns_first_s"] == 1
+    assert summarize([record([(0.1, 100), (0.15, 100)])], 1.0)["underrun_at_audio_s"] is None
 
 
 def test_summary_figures():
