@@ -68,10 +68,14 @@ class RequestRecord:
 
 @dataclass(frozen=True, slots=True)
 class Playback:
-    underruns: int  # chunks that arrived after the audio before them had finished playing
+    underrun_at_s: tuple[float, ...]  # one per chunk that arrived after the audio before it had finished
+    # playing: seconds of audio played before it
     stall_s: float  # total time playback waited for audio (after it started)
     prebuffer_s: float  # start delay after the first chunk that would have avoided every underrun
-    underrun_at_s: tuple[float, ...] = ()  # where each underrun fell: seconds of audio played before it
+
+    @property
+    def underruns(self) -> int:
+        return len(self.underrun_at_s)
 
 
 def playback(record: RequestRecord) -> Playback:
@@ -81,18 +85,17 @@ def playback(record: RequestRecord) -> Playback:
     every chunk arrives by t0 + B + (audio before it), so B = max(0, max_i(t_i - t0 - audio before i)).
     """
     if not record.arrivals:
-        return Playback(0, 0.0, 0.0)
+        return Playback((), 0.0, 0.0)
     t0, n0 = record.arrivals[0]
     plays_until = t0 + n0 / record.sample_rate  # when the audio received so far runs out
-    underruns, stall, prebuffer, before = 0, 0.0, 0.0, n0 / record.sample_rate
+    stall, prebuffer, before = 0.0, 0.0, n0 / record.sample_rate
     at: list[float] = []
     for t, n in record.arrivals[1:]:
         if t > plays_until:
-            underruns += 1
             at.append(before)
             stall += t - plays_until
             plays_until = t
         plays_until += n / record.sample_rate
         prebuffer = max(prebuffer, t - t0 - before)
         before += n / record.sample_rate
-    return Playback(underruns, stall, prebuffer, tuple(at))
+    return Playback(tuple(at), stall, prebuffer)
