@@ -1,11 +1,12 @@
 """Side by side: the levels of several load.py result files (e.g. one server flag on and off).
 
-    python -m benchmarks.compare [--png OUT.png] benchmarks/results/sched_cpu_fcfs_1.json benchmarks/results/sched_cpu_deadline_1.json ...
+    python -m benchmarks.compare [--png OUT.png] benchmarks/results/sched_cpu_deadline_capped.json x_1.json x_2.json ...
 
 Prints one markdown row per (file, level): TTFA p50/p99, underruns (requests with any, of requests), inter-chunk
 gap p99, audio-s/s, engine step time, and the file's server flags; then, per server-args value, the sums over its
 files at each level (underruns, requests) and the median of their TTFA p99. Files group by name without
-a trailing `_N` (run number), so `x_1.json`, `x_2.json` are two runs of `x`.
+a trailing `_N` (run number), so `x_1.json`, `x_2.json` are two runs of `x`; an experiment file of
+benchmarks/results (`merge_results.py`) counts as its runs, each under its own name.
 """
 
 import json
@@ -37,6 +38,16 @@ def plot(groups: dict, png: Path) -> None:
     print(f"wrote {png}")
 
 
+def runs(paths: list[str]) -> list[tuple[str, dict]]:
+    """(run name, load.py result) per run: a file's own, or each of an experiment file's
+    (`{"runs": {name: result}}`, benchmarks/merge_results.py)."""
+    out = []
+    for p in paths:
+        d = json.loads(Path(p).read_text())
+        out += list(d["runs"].items()) if "runs" in d else [(Path(p).stem, d)]
+    return out
+
+
 def main(argv: list[str]) -> None:
     png = None
     if argv[:1] == ["--png"]:
@@ -47,16 +58,14 @@ def main(argv: list[str]) -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     groups: defaultdict = defaultdict(lambda: defaultdict(list))
-    for p in paths:
-        d = json.loads(Path(p).read_text())
+    for stem, d in runs(paths):
         for lv in d["levels"]:
             load = lv.get("loadavg_end")
             print(
-                f"| {Path(p).stem} | `{d['server_args']}` | {lv['level']:g} | {lv['requests']} | {lv['ttfa_ms_p50']:.1f} | "
+                f"| {stem} | `{d['server_args']}` | {lv['level']:g} | {lv['requests']} | {lv['ttfa_ms_p50']:.1f} | "
                 f"{lv['ttfa_ms_p99']:.1f} | {lv['underruns']} ({lv['underrun_requests']}) | {lv['gap_ms_p99']:.1f} | "
                 f"{lv['audio_s_per_s']:.2f} | {lv.get('step_ms_mean') or '-'} | {load[0] if load else '-'} |"
             )
-            stem = Path(p).stem
             group = stem.rsplit("_", 1)[0] if stem.rsplit("_", 1)[-1].isdigit() else stem
             groups[(group, d["server_args"])][lv["level"]].append(lv)
     print()

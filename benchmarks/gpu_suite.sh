@@ -4,6 +4,7 @@
 # ../shared/gpu/build_wheel_parts.sh .whl uvloop==0.23.0 av==18.1.0 httptools==0.9.0 py-spy==0.4.3: the server's
 # PyAV and httptools are not on the host; py-spy is for `profile`). Each subcommand fits one device call (<= 10 minutes) and leaves its
 # JSON, PNG and server logs in $OUT (at most 8 files come back per call).
+# What goes into benchmarks/results: the JSON summaries, folded per experiment (benchmarks/merge_results.py).
 #
 #   bash benchmarks/gpu_suite.sh check       the CUDA vocoder alone, on the host's own torch (no vLLM needed)
 #   bash benchmarks/gpu_suite.sh install     ~/stash/gpu.part* -> ~/site (+ piper's espeak, + this package),

@@ -1,6 +1,7 @@
 """The pure parts of benchmarks/: playback underruns, the seeded text mix, the Poisson schedule, and the
 no-vLLM baseline's greedy KV-cache loop against the independent reference forward."""
 
+import json
 import random
 
 import torch
@@ -79,3 +80,20 @@ def test_torch_tts_matches_the_reference_forward(tiny_model_dir):
     tokens = ids + [tts.offset + p for p in pointers]
     want = ReferenceModel(tiny_model_dir).mel(tokens)[len(ids) :].reshape(-1, mel.shape[1])
     torch.testing.assert_close(mel, want, atol=1e-4, rtol=1e-4)
+
+
+def test_merge_results_folds_runs_into_one_file_and_refuses_records(tmp_path):
+    import pytest
+
+    from benchmarks.merge_results import merge
+
+    for name, value in (("a_on_1", 1), ("a_off_2", 2)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"levels": [value]}))
+    out = tmp_path / "a.json"
+    merge(out, [tmp_path / "a_on_1.json"])
+    merged = merge(out, [tmp_path / "a_off_2.json"])  # a later round joins the file
+    assert merged == {"runs": {"a_on_1": {"levels": [1]}, "a_off_2": {"levels": [2]}}}
+    assert json.loads(out.read_text()) == merged
+    (tmp_path / "a.records.json").write_text("[]")
+    with pytest.raises(SystemExit, match="per-request records"):
+        merge(out, [tmp_path / "a.records.json"])
