@@ -12,8 +12,13 @@ Call every method from the thread (and, on CUDA, inside the CUDA stream) that ru
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from vocoder.model import Vocoder
 
 
 class StatePool:
@@ -84,3 +89,19 @@ class StatePool:
         for pooled, new in zip(self.caches, caches):
             pooled.index_copy_(0, slots, new.to(pooled.dtype))
         self.tail.index_copy_(0, slots, tail)
+
+
+def vocode_pass(
+    vocoder: Vocoder, pool: StatePool, mel: Tensor, slots: Tensor, lengths: Tensor, skips: Tensor
+) -> Tensor:
+    """The device work of one streaming pass (what a CUDA graph captures): `mel (B, n_mels, N)` float32,
+    `slots`/`lengths`/`skips (B,)` int64 -> waveform `(B, N * hop + n_fft - hop)`; the utterances' state is
+    read from and written back to their slots of `pool`."""
+    n = mel.shape[-1]
+    j = torch.arange(n, device=mel.device).view(1, n)
+    valid = (j >= skips.view(-1, 1)) & (j < lengths.view(-1, 1))
+    caches, tail = pool.gather(slots)
+    frames, caches = vocoder.forward_chunk(mel, caches, lengths, valid)
+    wave, tail = vocoder.head.overlap_add_step(frames, valid, tail, lengths)
+    pool.scatter(slots, caches, tail)
+    return wave

@@ -51,7 +51,7 @@ from vocoder.errors import UtteranceStateError, UnknownUtteranceError, VocoderCo
 from vocoder.frames import Frames, as_frames, as_step
 from vocoder.graphs import FRAME_STEP, PassGraphs
 from vocoder.model import Vocoder
-from vocoder.state import StatePool
+from vocoder.state import StatePool, vocode_pass
 from vocoder.batch import Row, batch_mel
 from vocoder.step_result import StepResult
 from vocoder.utterance import Utterance
@@ -374,17 +374,8 @@ class StreamingVocoder:
         return StepResult(ids, wave, spans, event, int16=self.int16_pcm)
 
     def _pass(self, mel: Tensor, slots: Tensor, lengths: Tensor, skips: Tensor) -> Tensor:
-        """The device work of one pass (what a CUDA graph captures): `mel (B, n_mels, N)` float32,
-        `slots`/`lengths`/`skips (B,)` int64 -> waveform `(B, N * hop + n_fft - hop)`; the utterances'
-        state is read from and written back to their slots."""
-        n = mel.shape[-1]
-        j = torch.arange(n, device=mel.device).view(1, n)
-        valid = (j >= skips.view(-1, 1)) & (j < lengths.view(-1, 1))
-        caches, tail = self._pool.gather(slots)
-        frames, caches = self.vocoder.forward_chunk(mel, caches, lengths, valid)
-        wave, tail = self.vocoder.head.overlap_add_step(frames, valid, tail, lengths)
-        self._pool.scatter(slots, caches, tail)
-        return wave
+        """The device work of one pass (`vocode_pass` on this vocoder's state pool)."""
+        return vocode_pass(self.vocoder, self._pool, mel, slots, lengths, skips)
 
     def _batch_mel(self, seqs: list[list[np.ndarray | Tensor | Row]], n: int, rows: int | None = None) -> Tensor:
         """Right-padded `(rows, n_mels, n)` float32 batch on the vocoder's device (vocoder/batch.py)."""
