@@ -23,7 +23,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Collection, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,20 +31,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from .pcm_wire import PcmRoute, encode, sink_address
+from vocoder.step_vocoder import StepPass, StepVocoder
+
+from .pcm_wire import PcmRoute, encode_parts, sink_address
 
 if TYPE_CHECKING:
     import zmq
 
     from uttera_server.synthesis.speed import MelTimeScale
-    from vocoder.step_result import StepResult
 
-# One utterance's part of a pass, for the publisher: (request id, where its PCM goes, final).
-_Meta = tuple[Hashable, PcmRoute, bool]
+# One pass for the publisher: the pass, and each entry's utterance key and sink as they were at submission.
+_Sent = tuple[StepPass, np.ndarray, np.ndarray]
 
 log = logging.getLogger(__name__)
-
-_NO_PCM = np.zeros(0, np.int16)
 
 CONFIG_KEY = "uttera_vocoder"  # vllm_config.additional_config key holding `EngineVocoderConfig`
 
@@ -79,15 +78,16 @@ class _Publisher:
         self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self._base = sink_base
         self._sockets: dict[int, zmq.Socket[bytes]] = {}
-        self._queue: queue.SimpleQueue[tuple[StepResult, list[_Meta]] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Sent | None] = queue.SimpleQueue()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="uttera-pcm-publisher", daemon=True)
         self._thread.start()
 
-    def put(self, result: "StepResult", meta: list[_Meta]) -> None:
+    def put(self, result: StepPass, keys: np.ndarray, sinks: np.ndarray) -> None:
+        """`keys`/`sinks`: each entry's utterance key and serving process, as they were at submission."""
         if self.error is not None:
             raise RuntimeError("the in-engine vocoder's publisher failed") from self.error
-        self._queue.put((result, meta))
+        self._queue.put((result, keys, sinks))
 
     def close(self) -> None:
         self._queue.put(None)
@@ -107,23 +107,21 @@ class _Publisher:
     def _run(self) -> None:
         try:
             while (item := self._queue.get()) is not None:
-                result, meta = item
-                pcm = result.wait()
-                by_sink: dict[int, list[tuple[str, np.ndarray, bool]]] = {}
-                for req_id, route, final in meta:
-                    audio = pcm.get(req_id)  # int16, converted on the vocoder's device
-                    if (audio is not None and audio.size) or final:
-                        samples = audio if audio is not None else _NO_PCM
-                        by_sink.setdefault(route.sink, []).append((route.key, samples, final))
-                for sink, entries in by_sink.items():
-                    self._socket(sink).send_multipart(encode(entries), copy=False)
+                result, keys, sinks = item
+                result.wait()  # int16, converted on the vocoder's device
+                counts = result.hi - result.lo
+                for sink in np.unique(sinks).tolist():
+                    sel = np.flatnonzero(sinks == sink)
+                    header = list(zip(keys[sel].tolist(), counts[sel].tolist(), result.final[sel].tolist()))
+                    self._socket(sink).send_multipart(encode_parts(header, result.body(sel)), copy=False)
         except BaseException as e:  # surfaced to the step loop by the next `put`
             log.exception("in-engine vocoder publisher failed")
             self.error = e
 
 
 class EngineVocoder:
-    """Mel rows of each engine step in, PCM out on the PCM channel (see module docstring)."""
+    """Mel rows of each engine step in, PCM out on the PCM channel (see module docstring). Each utterance
+    (engine request) is a slot of the `StepVocoder`; its route and urgency clock are arrays indexed by slot."""
 
     def __init__(
         self,
@@ -134,29 +132,30 @@ class EngineVocoder:
     ):
         """`clock`: seconds, for the urgency rule (tests pass a controlled one)."""
         from vocoder.model import Vocoder
-        from vocoder.streaming import StreamingVocoder
 
         device = torch.device(device)
         self.config = config
         self._clock = clock
         graphs = config.cuda_graphs and device.type == "cuda"
-        self.vocoder = StreamingVocoder(
+        self.vocoder = StepVocoder(
             Vocoder.from_dir(Path(model_dir) / "vocoder"),
             chunk_frames=config.chunk_frames,
             first_chunk_frames=config.first_chunk_frames,
             device=device,
-            initial_capacity=config.max_utterances + 1 if graphs else 8,
+            capacity=config.max_utterances,
             cuda_graphs=graphs,
-            int16_pcm=True,
         )
         if graphs:
             self.vocoder.capture_graphs(config.max_utterances)
         self.n_mels = self.vocoder.config.n_mels
-        # Keyed by request id (a str), which is the StreamingVocoder's utterance id.
-        self._routes: dict[Hashable, PcmRoute] = {}
-        self._scales: dict[Hashable, MelTimeScale] = {}  # for speed != 1
-        self._finishing: list[Hashable] = []
-        self._started: dict[Hashable, float] = {}  # clock() at the utterance's first chunk's pass
+        self.slot_of: dict[str, int] = {}  # open utterances by request id
+        n = self.vocoder.capacity
+        self._keys = np.empty(n, object)  # per slot: its PcmRoute's key and sink
+        self._sinks = np.zeros(n, np.int64)
+        self._started = np.full(n, np.nan)  # clock() at the pass that vocoded the utterance's first frames
+        self._scales: dict[int, MelTimeScale] = {}  # slots with speed != 1: their mel resampled on the host
+        self._scaled = np.zeros(n, bool)
+        self._finishing: list[int] = []
         c = self.vocoder.config
         self._sample_s = 1.0 / c.sample_rate
         self._hop, self._lag = c.hop_length, self.vocoder.lag_samples
@@ -164,72 +163,73 @@ class EngineVocoder:
         self.passes = 0
 
     def knows(self, req_id: str) -> bool:
-        return req_id in self._routes
+        return req_id in self.slot_of
 
     def open(self, req_id: str, route: PcmRoute) -> None:
         from uttera_server.synthesis.speed import MelTimeScale
 
-        self._routes[req_id] = route
-        self.vocoder.open(req_id)
+        slot = self.slot_of[req_id] = self.vocoder.open()
+        if slot >= len(self._keys):  # the vocoder's slots grew: grow ours alike
+            grow = self.vocoder.capacity - len(self._keys)
+            self._keys = np.concatenate([self._keys, np.empty(grow, object)])
+            self._sinks = np.concatenate([self._sinks, np.zeros(grow, np.int64)])
+            self._started = np.concatenate([self._started, np.full(grow, np.nan)])
+            self._scaled = np.concatenate([self._scaled, np.zeros(grow, bool)])
+        self._keys[slot], self._sinks[slot], self._started[slot] = route.key, route.sink, np.nan
+        self._scaled[slot] = route.speed != 1.0
         if route.speed != 1.0:
-            self._scales[req_id] = MelTimeScale(route.speed)
+            self._scales[slot] = MelTimeScale(route.speed)
+
+    def slots(self, req_ids: list[str]) -> np.ndarray:
+        """The slot of each request id (-1: not an open utterance)."""
+        get = self.slot_of.get
+        return np.fromiter((get(r, -1) for r in req_ids), np.int64, len(req_ids))
 
     def finished(self, req_ids: Iterable[str]) -> None:
         """The scheduler finished these requests (stop, length or abort): flush them next pass."""
         for req_id in req_ids:
-            if req_id in self._routes:
-                self._finishing.append(req_id)
+            slot = self.slot_of.pop(req_id, None)
+            if slot is not None:
+                self._finishing.append(slot)
 
-    def step(self, mel: torch.Tensor | None = None, rows: dict[str, int] | None = None) -> None:
-        """Vocode this step: `rows` maps request ids to their row of `mel (R, frames_per_step, n_mels)`
-        (the model's output, on its device; rows that voiced a pointer only); finished requests are
-        flushed. No tensor is made per row: the vocoder gathers the rows in its pass."""
+    def step(
+        self, mel: torch.Tensor | None = None, slots: np.ndarray | None = None, rows: np.ndarray | None = None
+    ) -> None:
+        """Vocode this step: row `rows[i]` of `mel (R, frames_per_step, n_mels)` (the model's output, on
+        its device) belongs to the utterance in slot `slots[i]` (rows that voiced a pointer only);
+        finished requests are flushed."""
         finishing, self._finishing = self._finishing, []
-        rows = rows or {}
-        if not rows and not finishing:
+        slots = np.asarray(slots if slots is not None and mel is not None else (), np.int64)
+        rows = np.asarray(rows if rows is not None and mel is not None else (), np.int64)
+        if not len(slots) and not finishing:
             return
-        direct: dict[Hashable, int] = {}
-        host: dict[Hashable, np.ndarray] = {}  # speed-changed utterances: resampled on the host
-        for req_id, row in rows.items():
-            scale = self._scales.get(req_id)
-            if scale is None:
-                direct[req_id] = row
-            else:
-                assert mel is not None  # `rows` are rows of `mel`
-                host[req_id] = scale.push(mel[row].detach().float().cpu().numpy())
-        for uid in finishing:
-            scale = self._scales.pop(uid, None)
+        host: dict[int, np.ndarray] = {}  # speed-changed utterances: resampled on the host
+        if len(slots) and (scaled := self._scaled[slots]).any():
+            assert mel is not None
+            for slot, row in zip(slots[scaled].tolist(), rows[scaled].tolist()):
+                host[slot] = self._scales[slot].push(mel[row].detach().float().cpu().numpy())
+            slots, rows = slots[~scaled], rows[~scaled]
+        for slot in finishing:
+            self._scaled[slot] = False
+            scale = self._scales.pop(slot, None)
             if scale is not None and (tail := scale.flush()).size:
-                head = host.get(uid)
-                host[uid] = tail if head is None or not len(head) else np.concatenate([head, tail])
-        host = {k: v for k, v in host.items() if len(v)}
+                head = host.get(slot)
+                host[slot] = tail if head is None or not len(head) else np.concatenate([head, tail])
         now = self._clock()
-        eager = self._urgent((*direct, *host), now)
-        result = self.vocoder.submit(
-            host, finish=finishing, step_rows=(mel, direct) if direct and mel is not None else None, eager=eager
+        voc = self.vocoder
+        result = voc.submit(
+            mel, slots, rows, host=host, finish=np.asarray(finishing, np.int64), eager=self._urgent(now)
         )
         self.passes += 1
-        started, vocoder = self._started, self.vocoder
-        for uid in (*direct, *host):
-            if uid not in started and vocoder.is_open(uid) and vocoder.vocoded_frames(uid):
-                started[uid] = now
-        for uid in finishing:
-            started.pop(uid, None)
-        meta = [(req_id, self._routes[req_id], False) for req_id in (*direct, *host) if req_id not in finishing]
-        meta += [(req_id, self._routes.pop(req_id), True) for req_id in finishing]
-        self._publisher.put(result, meta)
+        self._started[np.isnan(self._started) & voc.is_open & (voc.consumed > 0)] = now
+        self._publisher.put(result, self._keys[result.slots], self._sinks[result.slots])
 
-    def _urgent(self, req_ids: Collection[Hashable], now: float) -> set[Hashable]:
-        """Utterances whose audio sent is less than `urgent_s` ahead of real-time playback from their first
-        chunk (the chunk schedule would make them wait longer than their client can)."""
-        started, vocoder, urgent_s = self._started, self.vocoder, self.config.urgent_s
-        hop, lag, sample_s = self._hop, self._lag, self._sample_s
-        urgent: set[Hashable] = set()
-        for req_id in req_ids:
-            t0 = started.get(req_id)
-            if t0 is not None and (vocoder.vocoded_frames(req_id) * hop - lag) * sample_s - (now - t0) < urgent_s:
-                urgent.add(req_id)
-        return urgent
+    def _urgent(self, now: float) -> np.ndarray:
+        """Mask over slots: utterances whose audio sent is less than `urgent_s` ahead of real-time playback
+        from their first chunk (the chunk schedule would make them wait longer than their client can)."""
+        ahead = (self.vocoder.consumed * self._hop - self._lag) * self._sample_s - (now - self._started)
+        with np.errstate(invalid="ignore"):
+            return ahead < self.config.urgent_s  # NaN (not started): False
 
     def close(self) -> None:
         self._publisher.close()

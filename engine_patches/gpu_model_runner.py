@@ -28,6 +28,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from vllm.sequence import IntermediateTensors
 from vllm.v1.outputs import AsyncModelRunnerOutput, ModelRunnerOutput
@@ -83,11 +84,6 @@ def voiced(output_token_ids: list[int], stop_token_id: int) -> bool:
     return len(output_token_ids) >= 2 and output_token_ids[-2] != stop_token_id
 
 
-def _voiced(runner: GPUModelRunner, req_id: str, stop_token_id: int) -> bool:
-    state = runner.requests.get(req_id)
-    return state is not None and voiced(state.output_token_ids, stop_token_id)
-
-
 def _route_mel(runner: GPUModelRunner, output: ModelRunnerOutput, sampled: list[bool]) -> None:
     step_mel = runner.get_model().step_mel
     if not isinstance(step_mel, StepMel):
@@ -95,29 +91,38 @@ def _route_mel(runner: GPUModelRunner, output: ModelRunnerOutput, sampled: list[
     mel = step_mel.take()
     stop = int(runner.model_config.hf_config.stop_token_id)
     voc = _engine_vocoder(runner)
-    if mel is None or not output.req_ids:
+    req_ids = output.req_ids
+    if mel is None or not req_ids:
         if voc is not None:
             voc.step()
         return
-    pcm_rows: dict[str, int] = {}
-    host_rows: list[int] = []
-    n_rows = mel.shape[0]
-    for i, req_id in enumerate(output.req_ids):
-        if voc is not None:
-            if not voc.knows(req_id) and (route := _route(runner, req_id)) is not None:
-                voc.open(req_id, route)
-            if voc.knows(req_id):
-                if i < n_rows and sampled[i] and _voiced(runner, req_id, stop):
-                    pcm_rows[req_id] = i
-                continue
-        if i < n_rows and sampled[i] and _voiced(runner, req_id, stop):
-            host_rows.append(i)
+    n = min(mel.shape[0], len(req_ids))  # rows of a partial prefill past the logits rows sampled nothing
+    requests = runner.requests
+    if voc is None:
+        slots = np.full(len(req_ids), -1, np.int64)
+    else:
+        slots = voc.slots(req_ids)
+        for i in np.flatnonzero(slots < 0).tolist():  # not an utterance yet: open it if it asks for PCM
+            if (route := _route(runner, req_ids[i])) is not None:
+                voc.open(req_ids[i], route)
+                slots[i] = voc.slot_of[req_ids[i]]
+    took = np.flatnonzero(np.asarray(sampled[:n], bool))
+    voiced_rows = np.asarray(
+        [
+            i
+            for i in took.tolist()
+            if (state := requests.get(req_ids[i])) is not None and voiced(state.output_token_ids, stop)
+        ],
+        np.int64,
+    )
+    pcm = slots[voiced_rows] >= 0
     if voc is not None:
-        voc.step(mel, pcm_rows)
+        voc.step(mel, slots[voiced_rows[pcm]], voiced_rows[pcm])
+    host_rows = voiced_rows[~pcm].tolist()
     if host_rows:
         # One copy of the rows that want mel (a sync on CUDA; PCM requests never take this path).
         host = mel[host_rows].detach().to("cpu", torch.float32)
-        chunks: list[torch.Tensor | None] = [None] * len(output.req_ids)
+        chunks: list[torch.Tensor | None] = [None] * len(req_ids)
         for j, i in enumerate(host_rows):
             chunks[i] = host[j]
         output.pooler_output = chunks

@@ -53,10 +53,17 @@ def sink_address(base: str, sink: int) -> str:
 
 def encode(entries: list[tuple[str, np.ndarray, bool]]) -> list[bytes]:
     """`(key, int16 pcm (n,), final)` entries -> the two frames of one message."""
-    header = _encoder.encode([(key, int(pcm.shape[0]), final) for key, pcm, final in entries])
     parts = [pcm for _, pcm, _ in entries if pcm.shape[0]]
-    body = np.concatenate(parts).astype("<i2", copy=False).tobytes() if parts else b""
-    return [header, body]
+    body = np.concatenate(parts) if parts else np.zeros(0, np.int16)
+    return encode_parts([(key, int(pcm.shape[0]), final) for key, pcm, final in entries], body)
+
+
+def encode_parts(header: list[tuple[str, int, bool]], body: np.ndarray) -> list[bytes]:
+    """`(key, n_samples, final)` entries and their int16 samples concatenated in that order -> the two
+    frames of one message (what `encode` makes, without an array per entry)."""
+    if sum(n for _, n, _ in header) != body.shape[0]:
+        raise ValueError(f"PCM header names {sum(n for _, n, _ in header)} samples, body has {body.shape[0]}")
+    return [_encoder.encode(header), body.astype("<i2", copy=False).tobytes()]
 
 
 def decode(frames: list[bytes]) -> list[tuple[str, np.ndarray, bool]]:

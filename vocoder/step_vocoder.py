@@ -74,9 +74,8 @@ class StepPass:
         audio = self.wait()
         if audio is None or not len(entries):
             return np.zeros(0, np.int16)
-        j = np.arange(audio.shape[1])
-        lo, hi = self.lo[entries, None], self.hi[entries, None]
-        return audio[self.rows[entries]][(j >= lo) & (j < hi)]  # row-major: entry by entry
+        spans = zip(self.rows[entries].tolist(), self.lo[entries].tolist(), self.hi[entries].tolist())
+        return np.concatenate([audio[r, lo:hi] for r, lo, hi in spans if hi > lo] or [np.zeros(0, np.int16)])
 
 
 class StepVocoder:

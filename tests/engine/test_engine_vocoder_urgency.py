@@ -46,7 +46,9 @@ def run_utterance(model_dir, clock: Clock, step_s: float, steps: int, urgent_s: 
     try:
         voc.open("r", PcmRoute(sink=0, key="r"))
         for i in range(steps):
-            voc.step(torch.from_numpy(mel[i]), {"r": 1})  # our utterance is row 1 of the step tensor
+            voc.step(
+                torch.from_numpy(mel[i]), voc.slots(["r"]), np.array([1])
+            )  # our utterance is row 1 of the step tensor
             clock.t += step_s
         voc.finished(["r"])
         voc.step()
