@@ -68,7 +68,9 @@ def run_objects(rows: int, steps: int, warm: int) -> list[float]:
         now = time.monotonic()
         t0 = time.perf_counter()
         live = set(step_rows(step, rows).tolist())
-        rows_of: dict[Hashable, int] = {r: i for i, r in enumerate(req_ids) if i in live}  # the runner's loop over its rows
+        rows_of: dict[Hashable, int] = {
+            r: i for i, r in enumerate(req_ids) if i in live
+        }  # the runner's loop over its rows
         eager = set()
         for r in rows_of:
             t = started.get(r)
