@@ -23,8 +23,9 @@ import argparse
 import json
 import statistics
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -68,15 +69,13 @@ def run_objects(rows: int, steps: int, warm: int) -> list[float]:
         now = time.monotonic()
         t0 = time.perf_counter()
         live = set(step_rows(step, rows).tolist())
-        rows_of: dict[Hashable, int] = {
-            r: i for i, r in enumerate(req_ids) if i in live
-        }  # the runner's loop over its rows
+        rows_of: dict[str, int] = {r: i for i, r in enumerate(req_ids) if i in live}  # the runner's loop over its rows
         eager = set()
         for r in rows_of:
             t = started.get(r)
             if t is not None and (sv.vocoded_frames(r) * HOP - LAG) * SAMPLE_S - (now - t) < URGENT_S:
                 eager.add(r)
-        result = sv.submit({}, step_rows=(mel, rows_of), eager=eager)
+        result = sv.submit({}, step_rows=(mel, cast(Mapping[Hashable, int], rows_of)), eager=eager)
         for r in rows_of:
             if r not in started and sv.vocoded_frames(r):
                 started[r] = now
