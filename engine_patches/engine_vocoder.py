@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from vocoder.step_vocoder import StepPass, StepVocoder
+from vocoder.config import VOCODERS, VOICE_VOCODER
+from vocoder.step_vocoder import StepPass, StepVocoder, StepVocoding
 
 from .pcm_wire import PcmRoute, encode_parts, sink_address
 
@@ -58,10 +59,13 @@ class EngineVocoderConfig:
     cuda_graphs: bool = False
     max_utterances: int = 32  # the engine's max_num_seqs: state slots allocated up front
     urgent_s: float = 0.25  # an utterance with less audio than this ahead of real-time playback is vocoded at once
+    vocoder: str = VOICE_VOCODER  # or a HiFi-GAN of vocoder/hifigan.py (CHECKPOINTS), run on windows
 
     def __post_init__(self) -> None:
         if min(self.chunk_frames, self.first_chunk_frames, self.max_utterances) < 1 or self.urgent_s < 0:
             raise ValueError(f"EngineVocoderConfig needs positive frame counts and utterances, got {self}")
+        if self.vocoder not in VOCODERS:
+            raise ValueError(f"unknown vocoder {self.vocoder!r}; known: {', '.join(VOCODERS)}")
 
     def as_dict(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -131,20 +135,32 @@ class EngineVocoder:
         clock: Callable[[], float] = time.monotonic,
     ):
         """`clock`: seconds, for the urgency rule (tests pass a controlled one)."""
+        from vocoder.hifigan import HifiGan
         from vocoder.model import Vocoder
+        from vocoder.windowed import WindowedStepVocoder
 
         device = torch.device(device)
         self.config = config
         self._clock = clock
         graphs = config.cuda_graphs and device.type == "cuda"
-        self.vocoder = StepVocoder(
-            Vocoder.from_dir(Path(model_dir) / "vocoder"),
-            chunk_frames=config.chunk_frames,
-            first_chunk_frames=config.first_chunk_frames,
-            device=device,
-            capacity=config.max_utterances,
-            cuda_graphs=graphs,
-        )
+        self.vocoder: StepVocoding
+        if config.vocoder == VOICE_VOCODER:
+            self.vocoder = StepVocoder(
+                Vocoder.from_dir(Path(model_dir) / "vocoder"),
+                chunk_frames=config.chunk_frames,
+                first_chunk_frames=config.first_chunk_frames,
+                device=device,
+                capacity=config.max_utterances,
+                cuda_graphs=graphs,
+            )
+        else:
+            self.vocoder = WindowedStepVocoder(
+                HifiGan.from_package(config.vocoder),
+                chunk_frames=config.chunk_frames,
+                first_chunk_frames=config.first_chunk_frames,
+                device=device,
+                capacity=config.max_utterances,
+            )
         if graphs:
             self.vocoder.capture_graphs(config.max_utterances)
         self.n_mels = self.vocoder.config.n_mels
@@ -156,9 +172,7 @@ class EngineVocoder:
         self._scales: dict[int, MelTimeScale] = {}  # slots with speed != 1: their mel resampled on the host
         self._scaled = np.zeros(n, bool)
         self._finishing: list[int] = []
-        c = self.vocoder.config
-        self._sample_s = 1.0 / c.sample_rate
-        self._hop, self._lag = c.hop_length, self.vocoder.lag_samples
+        self._sample_s = 1.0 / self.vocoder.config.sample_rate
         self._publisher = _Publisher(config.sink_base)
         self.passes = 0
 
@@ -221,13 +235,13 @@ class EngineVocoder:
             mel, slots, rows, host=host, finish=np.asarray(finishing, np.int64), eager=self._urgent(now)
         )
         self.passes += 1
-        self._started[np.isnan(self._started) & voc.is_open & (voc.consumed > 0)] = now
+        self._started[np.isnan(self._started) & voc.is_open & (voc.emitted > 0)] = now
         self._publisher.put(result, self._keys[result.slots], self._sinks[result.slots])
 
     def _urgent(self, now: float) -> np.ndarray:
         """Mask over slots: utterances whose audio sent is less than `urgent_s` ahead of real-time playback
         from their first chunk (the chunk schedule would make them wait longer than their client can)."""
-        ahead = (self.vocoder.consumed * self._hop - self._lag) * self._sample_s - (now - self._started)
+        ahead = self.vocoder.emitted * self._sample_s - (now - self._started)
         with np.errstate(invalid="ignore"):
             return ahead < self.config.urgent_s  # NaN (not started): False
 

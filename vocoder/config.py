@@ -26,6 +26,11 @@ CONFIG_NAME = "config.json"
 MAX_LOOKAHEAD = 2
 """Most future mel frames the convolution stack may read (keeps streaming latency bounded)."""
 
+VOICE_VOCODER = "voice"
+"""The voice directory's own vocoder (`vocoder/` beside the acoustic model)."""
+VOCODERS = (VOICE_VOCODER, "hifigan-universal")
+"""What `uttera serve --vocoder` may name: the voice's own, or a HiFi-GAN of vocoder/hifigan.py."""
+
 ANALYSIS_KEYS = ("sample_rate", "hop_length", "n_fft", "win_length", "n_mels", "f_min", "f_max")
 """Keys shared with the acoustic model's config.json (docs/model-format.md)."""
 

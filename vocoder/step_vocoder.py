@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -76,6 +76,48 @@ class StepPass:
             return np.zeros(0, np.int16)
         spans = zip(self.rows[entries].tolist(), self.lo[entries].tolist(), self.hi[entries].tolist())
         return np.concatenate([audio[r, lo:hi] for r, lo, hi in spans if hi > lo] or [np.zeros(0, np.int16)])
+
+
+def int16_to_host(wave: Tensor, cuda_stream: torch.cuda.Stream | None) -> tuple[Tensor, torch.cuda.Event | None]:
+    """A pass's float waveform as int16 (`to_int16`'s rule) on the host: on CUDA copied to pinned memory
+    on `cuda_stream`, with the event that marks the copy done."""
+    wave = (wave.float().clamp(-1.0, 1.0) * 32767.0).to(torch.int16)
+    if cuda_stream is None:
+        return wave, None
+    host = torch.empty(wave.shape, dtype=wave.dtype, pin_memory=True)
+    host.copy_(wave, non_blocking=True)
+    event = torch.cuda.Event()
+    event.record(cuda_stream)
+    return host, event
+
+
+class StepVocoding(Protocol):
+    """What the in-engine vocoder (engine_patches/engine_vocoder.py) needs of a streaming vocoder of engine
+    steps: utterances are slots, per-slot state is in arrays indexed by slot. `StepVocoder` (our voices'
+    vocoder, exact chunks from conv caches) and `WindowedStepVocoder` (vocoder/windowed.py: any vocoder
+    whose output depends on a bounded window of mel, run on overlapping windows) implement it."""
+
+    config: Any  # has n_mels, hop_length, sample_rate
+    is_open: np.ndarray  # bool per slot
+    emitted: np.ndarray  # samples returned per slot
+
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def lag_samples(self) -> int: ...
+    def open(self) -> int: ...
+    def close(self, slot: int) -> None: ...
+    def capture_graphs(self, max_utterances: int) -> int: ...
+    def submit(
+        self,
+        mel: Tensor | None = None,
+        slots: np.ndarray | None = None,
+        rows: np.ndarray | None = None,
+        *,
+        host: Mapping[int, np.ndarray] | None = None,
+        finish: np.ndarray | None = None,
+        eager: np.ndarray | None = None,
+    ) -> StepPass: ...
 
 
 class StepVocoder:
@@ -317,15 +359,8 @@ class StepVocoder:
         end = np.maximum(end, self.emitted[ready])
         lo, hi = self.emitted[ready] - offset, end - offset
         self.consumed[ready], self.emitted[ready], self.pending[ready] = consumed, end, 0
-        wave = (wave[:, : int(hi.max())].float().clamp(-1.0, 1.0) * 32767.0).to(torch.int16)  # to_int16's rule
-        event = None
-        if self._cuda_stream is not None:
-            host = torch.empty(wave.shape, dtype=wave.dtype, pin_memory=True)
-            host.copy_(wave, non_blocking=True)
-            event = torch.cuda.Event()
-            event.record(self._cuda_stream)
-            wave = host
-        return wave, event, lo, hi
+        audio, event = int16_to_host(wave[:, : int(hi.max())], self._cuda_stream)
+        return audio, event, lo, hi
 
     def _pass(self, mel: Tensor, slots: Tensor, lengths: Tensor, skips: Tensor) -> Tensor:
         return vocode_pass(self.vocoder, self._pool, mel, slots, lengths, skips)

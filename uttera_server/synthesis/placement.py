@@ -17,12 +17,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def vocoder_process(setting: str, device: str) -> str:
+def vocoder_process(setting: str, device: str, vocoder: str = "voice") -> str:
     """`EngineConfig.vocoder_process` resolved: "auto" is the engine's worker when the vocoder runs on
-    CUDA (one CUDA context; no mel round trip through the host), this process on CPU (where the
-    worker's cores are the engine's, and the vocoder runs beside it on the other core)."""
+    CUDA (one CUDA context; no mel round trip through the host) or is not the voice's own (only the
+    engine runs the others), this process on CPU (where the worker's cores are the engine's, and the
+    vocoder runs beside it on the other core)."""
     if setting == "auto":
-        return "engine" if device == "cuda" else "frontend"
+        return "engine" if device == "cuda" or vocoder != "voice" else "frontend"
     return setting
 
 

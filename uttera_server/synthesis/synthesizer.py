@@ -11,6 +11,7 @@ its utterances from the vocoder.
 
 import asyncio
 import itertools
+import json
 import logging
 import sys
 import time
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from vocoder.config import VOICE_VOCODER
 
 from ..config import EngineConfig
 from .mel_engine import EngineClientSlot, EngineStats, MelEngine
@@ -68,6 +71,14 @@ class Synthesizer:
         except (engine_patches.UnsupportedVLLMVersion, UnsupportedRunnerOutput) as e:
             raise ConfigError(str(e)) from None
         self.model = VoiceModelConfig.load(model_dir)
+        if engine.vocoder != VOICE_VOCODER:  # the engine's worker loads it: fail here, before listening
+            from vocoder.errors import VocoderError
+            from vocoder.hifigan import package_config
+
+            try:
+                package_config(engine.vocoder).check_matches(json.loads((self.model.path / "config.json").read_text()))
+            except VocoderError as e:
+                raise ConfigError(str(e)) from None
         self.engine_config = engine
         self.vocoder_device = vocoder_device(engine.vocoder_device)  # fails before the server listens
         self.max_input_chars = max_input_chars
@@ -79,7 +90,7 @@ class Synthesizer:
         self._accepted = accepted_voices(self.voices)  # what `voice` may say, as a request names it
         # Where the vocoder runs: inside the engine's worker (one CUDA context, PCM on the PCM channel)
         # or here, in a VocoderWorker beside the event loop.
-        self.vocoder_process = vocoder_process(engine.vocoder_process, self.vocoder_device)
+        self.vocoder_process = vocoder_process(engine.vocoder_process, self.vocoder_device, engine.vocoder)
         engine_vocoder = None
         self.sink = client.index if client is not None else 0
         self._receiver: PcmReceiver | None = None
@@ -94,6 +105,7 @@ class Synthesizer:
                 chunk_frames=engine.vocoder_chunk_frames,
                 first_chunk_frames=engine.first_chunk_frames,
                 cuda_graphs=engine.vocoder_cuda_graphs,
+                vocoder=engine.vocoder,
                 max_utterances=engine.max_num_seqs,
             )
         self._engine = MelEngine(self.model, engine, engine_vocoder=engine_vocoder, client=client)
