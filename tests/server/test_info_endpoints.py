@@ -33,6 +33,7 @@ async def test_voices_include_default_and_flag_random_weights(http):
     default = voices["default"]
     fields = {"name", "language", "description", "random_weights", "sample_rate", "gender", "teacher", "license"}
     assert fields <= set(default)
+    assert default["vocoder"] == "voice"  # the model directory's own, the default `--vocoder`
     assert isinstance(default["random_weights"], bool)
     assert default["sample_rate"] == 22050  # the tiny model's, as `x-sample-rate` declares it
     assert list(voices) == ["default"] and default["default"] is True  # a single-voice model: today's shape

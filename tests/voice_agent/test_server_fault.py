@@ -21,6 +21,7 @@ class IdleSynthesizer:
     max_input_chars = 1000
     voices = {"default": VoiceInfo("default", "test", "en-US", "", True, 22050)}
     sink = 0
+    vocoder = "voice"
 
     async def start(self) -> None:
         pass

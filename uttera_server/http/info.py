@@ -50,6 +50,7 @@ async def list_voices(request: Request) -> JSONResponse:
             "gender": voice.gender,
             "teacher": voice.teacher,
             "license": voice.license,
+            "vocoder": state.synth.vocoder,
             "default": index == 0,
         })  # fmt: skip
     return JSONResponse({"object": "list", "data": data})

@@ -69,6 +69,7 @@ class SpeechSynthesizer(Protocol):
     voices: dict[str, VoiceInfo]  # by id; the first is the default, which DEFAULT_VOICE also names
     max_input_chars: int  # longest text `stream` accepts, in characters
     sink: int  # which serving process this is (`--api-servers`), 0 with one; GET /health reports it
+    vocoder: str  # which vocoder speaks every voice (`--vocoder`: "voice" or a HiFi-GAN); /v1/audio/voices
 
     async def start(self) -> None:
         """Start the engine and warm it up; `is_ready()` from then on. Raises if the engine cannot start."""

@@ -83,6 +83,7 @@ class Synthesizer:
         self.vocoder_device = vocoder_device(engine.vocoder_device)  # fails before the server listens
         self.max_input_chars = max_input_chars
         self.sample_rate = self.model.sample_rate
+        self.vocoder = engine.vocoder  # which vocoder speaks every voice (`--vocoder`)
         self.model_id = f"uttera-{self.model.voice_name}"
         from ..frontend.phoneme_table import en_us
 
