@@ -32,7 +32,9 @@ import numpy as np
 import torch
 
 from vocoder.config import VOCODERS, VOICE_VOCODER
-from vocoder.step_vocoder import StepPass, StepVocoder, StepVocoding
+from vocoder.slot_frames import SlotFrames
+from vocoder.step_result import StepPass
+from vocoder.step_vocoder import StepVocoder
 
 from .pcm_wire import PcmRoute, encode_parts, sink_address
 
@@ -143,7 +145,7 @@ class EngineVocoder:
         self.config = config
         self._clock = clock
         graphs = config.cuda_graphs and device.type == "cuda"
-        self.vocoder: StepVocoding
+        self.vocoder: SlotFrames
         if config.vocoder == VOICE_VOCODER:
             self.vocoder = StepVocoder(
                 Vocoder.from_dir(Path(model_dir) / "vocoder"),

@@ -199,17 +199,20 @@ class VocoderConfig:
         return path
 
     def check_matches(self, acoustic: Mapping[str, Any]) -> None:
-        """Raise `VocoderConfigError` unless every analysis key present in `acoustic` equals ours.
+        """Raise `VocoderConfigError` unless every analysis key present in `acoustic` equals ours."""
+        check_analysis(self, acoustic)
 
-        `acoustic` is the acoustic model's config.json as a dict; keys it lacks are not checked.
-        """
-        diffs = [
-            f"{k}: acoustic model {acoustic[k]!r} != vocoder {getattr(self, k)!r}"
-            for k in ANALYSIS_KEYS
-            if k in acoustic and acoustic[k] != getattr(self, k)
-        ]
-        if diffs:
-            raise VocoderConfigError(
-                "vocoder and acoustic model disagree on the mel analysis (retrain or pick the "
-                "matching vocoder): " + "; ".join(diffs)
-            )
+
+def check_analysis(vocoder: Any, acoustic: Mapping[str, Any]) -> None:
+    """Raise `VocoderConfigError` unless every `ANALYSIS_KEYS` entry of `acoustic` (the acoustic model's
+    config.json as a dict; keys it lacks are not checked) equals the attribute of `vocoder`'s config."""
+    diffs = [
+        f"{k}: acoustic model {acoustic[k]!r} != vocoder {getattr(vocoder, k)!r}"
+        for k in ANALYSIS_KEYS
+        if k in acoustic and acoustic[k] != getattr(vocoder, k)
+    ]
+    if diffs:
+        raise VocoderConfigError(
+            "vocoder and acoustic model disagree on the mel analysis (retrain or pick the "
+            "matching vocoder): " + "; ".join(diffs)
+        )

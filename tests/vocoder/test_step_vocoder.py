@@ -11,7 +11,8 @@ from tests.vocoder.voc_helpers import offline, random_mel, tiny_config
 
 from vocoder.errors import FrameShapeError
 from vocoder.model import Vocoder
-from vocoder.step_vocoder import StepPass, StepVocoder
+from vocoder.step_result import StepPass
+from vocoder.step_vocoder import StepVocoder
 
 K = 4  # frames per engine step
 

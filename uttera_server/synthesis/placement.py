@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vocoder.config import VOICE_VOCODER
+
 from ..config import EngineConfig
 from ..errors import ConfigError
 
@@ -17,14 +19,28 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def vocoder_process(setting: str, device: str, vocoder: str = "voice") -> str:
+def vocoder_process(setting: str, device: str, vocoder: str = VOICE_VOCODER) -> str:
     """`EngineConfig.vocoder_process` resolved: "auto" is the engine's worker when the vocoder runs on
     CUDA (one CUDA context; no mel round trip through the host) or is not the voice's own (only the
     engine runs the others), this process on CPU (where the worker's cores are the engine's, and the
     vocoder runs beside it on the other core)."""
     if setting == "auto":
-        return "engine" if device == "cuda" or vocoder != "voice" else "frontend"
+        return "engine" if device == "cuda" or vocoder != VOICE_VOCODER else "frontend"
     return setting
+
+
+def check_vocoder(name: str, model_dir: Path) -> None:
+    """`EngineConfig.vocoder` against the voice in `model_dir`: a vocoder other than the voice's own must
+    be installed and read the voice's mel (config.json's analysis keys); raises `ConfigError` otherwise."""
+    if name == VOICE_VOCODER:
+        return
+    from vocoder.errors import VocoderError
+    from vocoder.hifigan import package_config
+
+    try:
+        package_config(name).check_matches(json.loads((model_dir / "config.json").read_text()))
+    except VocoderError as e:
+        raise ConfigError(str(e)) from None
 
 
 def vocoder_device(setting: str) -> str:

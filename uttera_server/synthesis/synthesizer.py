@@ -11,7 +11,6 @@ its utterances from the vocoder.
 
 import asyncio
 import itertools
-import json
 import logging
 import sys
 import time
@@ -22,8 +21,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from vocoder.config import VOICE_VOCODER
-
 from ..config import EngineConfig
 from .mel_engine import EngineClientSlot, EngineStats, MelEngine
 from ..errors import ConfigError, EngineNotReady, SynthesisFailed, UnknownVoice
@@ -31,7 +28,7 @@ from ..model_dir import VoiceModelConfig
 from ..speech_params import check_speed, check_text, resolve_voice
 from .speed import MelTimeScale, scaled_frames
 from .deadline import PlaybackDeadline
-from .placement import start_vocoder_worker, vocoder_device, vocoder_process
+from .placement import check_vocoder, start_vocoder_worker, vocoder_device, vocoder_process
 from ..audio.pcm import to_int16
 from . import DEFAULT_VOICE, AudioChunk, VoiceInfo, WordTimings
 from .voices import accepted_voices, served_voices, voice_prompt
@@ -71,14 +68,7 @@ class Synthesizer:
         except (engine_patches.UnsupportedVLLMVersion, UnsupportedRunnerOutput) as e:
             raise ConfigError(str(e)) from None
         self.model = VoiceModelConfig.load(model_dir)
-        if engine.vocoder != VOICE_VOCODER:  # the engine's worker loads it: fail here, before listening
-            from vocoder.errors import VocoderError
-            from vocoder.hifigan import package_config
-
-            try:
-                package_config(engine.vocoder).check_matches(json.loads((self.model.path / "config.json").read_text()))
-            except VocoderError as e:
-                raise ConfigError(str(e)) from None
+        check_vocoder(engine.vocoder, self.model.path)  # the engine's worker loads it: fail before listening
         self.engine_config = engine
         self.vocoder_device = vocoder_device(engine.vocoder_device)  # fails before the server listens
         self.max_input_chars = max_input_chars
