@@ -31,7 +31,7 @@ PassResult = tuple[Tensor, "torch.cuda.Event | None", np.ndarray, np.ndarray]
 
 class SlotFrames:
     """The slots, their frames and `submit`; a subclass defines its chunk schedule (`_ready`), its pass
-    (`_run`), where a slot's next frame goes (`_at`), `open`, and what `config` and `lag_samples` are."""
+    (`_run`), where a slot's next frame goes (`_at`), and `open`."""
 
     COUNTERS: tuple[str, ...] = ("received", "emitted")
     """Per-slot int64 arrays: frames received, samples returned (subclasses add theirs)."""
@@ -138,11 +138,6 @@ class SlotFrames:
     # --- what a subclass defines ---
     def open(self) -> int:
         """A new utterance; returns its slot."""
-        raise NotImplementedError
-
-    @property
-    def lag_samples(self) -> int:
-        """Samples of received mel held back until later frames arrive."""
         raise NotImplementedError
 
     def capture_graphs(self, max_utterances: int) -> int:
