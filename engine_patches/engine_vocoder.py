@@ -61,7 +61,7 @@ class EngineVocoderConfig:
     cuda_graphs: bool = False
     max_utterances: int = 32  # the engine's max_num_seqs: state slots allocated up front
     urgent_s: float = 0.25  # an utterance with less audio than this ahead of real-time playback is vocoded at once
-    vocoder: str = VOICE_VOCODER  # or a HiFi-GAN of vocoder/hifigan.py (CHECKPOINTS), run on windows
+    vocoder: str = VOICE_VOCODER  # or a HiFi-GAN of vocoder/hifigan.py (the voice's or a package's), on windows
 
     def __post_init__(self) -> None:
         if min(self.chunk_frames, self.first_chunk_frames, self.max_utterances) < 1 or self.urgent_s < 0:
@@ -137,7 +137,7 @@ class EngineVocoder:
         clock: Callable[[], float] = time.monotonic,
     ):
         """`clock`: seconds, for the urgency rule (tests pass a controlled one)."""
-        from vocoder.hifigan import HifiGan
+        from vocoder import hifigan
         from vocoder.model import Vocoder
         from vocoder.windowed import WindowedStepVocoder
 
@@ -157,7 +157,7 @@ class EngineVocoder:
             )
         else:
             self.vocoder = WindowedStepVocoder(
-                HifiGan.from_package(config.vocoder),
+                hifigan.load(config.vocoder, model_dir),
                 chunk_frames=config.chunk_frames,
                 first_chunk_frames=config.first_chunk_frames,
                 device=device,

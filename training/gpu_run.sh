@@ -15,7 +15,11 @@
 # VOC_LR, GAN_AFTER, HEART_WORKERS, PRED_MIN (minutes more of vocoder training after the acoustic model,
 # half of each batch vocoded from its teacher-forced mel: training/aligned_mels.py; 0 = off), AC_ARGS
 # (e.g. "--init voices/default": start the acoustic model from the shipped one; then carry
-# voices/default/model.safetensors, 30 MB, in the start call and the wheels in earlier calls).
+# voices/default/model.safetensors, 30 MB, in the start call and the wheels in earlier calls),
+# HIFIGAN_MIN (minutes of HiFi-GAN fine-tuning beside the acoustic model, from HIFIGAN_INIT, default
+# $STASH/hifigan_universal: UNIVERSAL saved as a voice's hifigan/ folder, 28 MB, carried in a call of its
+# own, see training/README.md; exported into the voice as hifigan/, `--vocoder voice-hifigan`; with
+# PRED_MIN it goes on as long on the acoustic model's mel too; 0 = off).
 set -u
 W=/tmp/uttera
 SYNTH_S=${SYNTH_S:-400}
@@ -29,6 +33,7 @@ show() {
   echo "--- acoustic"; grep -v '^{"step"' $W/acoustic.out 2>/dev/null | tail -n 3; tail -n 2 $W/acoustic.out 2>/dev/null
   echo "--- acoustic r8"; tail -n 1 $W/acoustic_r8.out 2>/dev/null
   echo "--- vocoder"; grep -v '^{"step"' $W/vocoder.out 2>/dev/null | tail -n 3; tail -n 1 $W/vocoder.out 2>/dev/null
+  [ -e $W/hifigan.out ] && { echo "--- hifigan"; grep -v '^{"step"' $W/hifigan.out | tail -n 3; tail -n 1 $W/hifigan.out; }
 }
 
 stage() {  # stage NAME CMD...: run, log, stop the pipeline on failure
@@ -80,6 +85,14 @@ pipeline)
   python3 -m training.train_acoustic $W/feat_joe:joe:1,$W/feat_heart:heart:255 $W/acoustic --minutes "$MIN_AC" \
     --workers 5 ${AC_ARGS:-} > $W/acoustic.out 2>&1 &
   ac=$!
+  hg=
+  if [ "${HIFIGAN_MIN:-0}" != 0 ]; then
+    python3 -m training.train_vocoder $W/synth_joe,$W/synth_heart $W/hifigan --arch hifigan \
+      --init "${HIFIGAN_INIT:-${STASH:-.whl}/hifigan_universal}" --minutes "$HIFIGAN_MIN" --lr "${HIFIGAN_LR:-1e-4}" \
+      --batch 16 --segment-frames 32 --gan-after 0 --d-warmup "${HIFIGAN_D_WARMUP:-300}" --warmup 50 \
+      ${HIFIGAN_ARGS:-} > $W/hifigan.out 2>&1 &
+    hg=$!
+  fi
   r8=
   if [ "${R8_MIN:-0}" != 0 ]; then
     python3 -m training.train_acoustic $W/feat_joe $W/acoustic_r8 --minutes "$R8_MIN" --workers 4 \
@@ -89,14 +102,20 @@ pipeline)
   wait $ac; echo "[$(date +%T)] acoustic exit $?"
   [ -n "$r8" ] && { wait $r8; echo "[$(date +%T)] acoustic r8 exit $?"; }
   wait $vo; echo "[$(date +%T)] vocoder exit $?"
+  [ -n "$hg" ] && { wait $hg; echo "[$(date +%T)] hifigan exit $?"; }
   if [ "${PRED_MIN:-0}" != 0 ]; then  # the vocoder goes on, half of each batch from the acoustic model's mel
     stage aligned_joe python3 -m training.aligned_mels $W/acoustic/ckpt.pt $W/feat_joe $W/pred_joe --voice-token 1
     stage aligned_heart python3 -m training.aligned_mels $W/acoustic/ckpt.pt $W/feat_heart $W/pred_heart --voice-token 255
     stage vocoder_pred python3 -m training.train_vocoder $W/synth_joe,$W/synth_heart $W/vocoder --resume \
       --minutes "$(python3 -c "print($MIN_VOC + $PRED_MIN)")" --lr "${VOC_LR:-2e-4}" --gan-after "${GAN_AFTER:-0.02}" \
       --pred-mels $W/pred_joe,$W/pred_heart ${VOC_ARGS:-} >> $W/vocoder.out 2>&1
+    [ -n "$hg" ] && stage hifigan_pred python3 -m training.train_vocoder $W/synth_joe,$W/synth_heart $W/hifigan \
+      --arch hifigan --resume --minutes "$(python3 -c "print($HIFIGAN_MIN + $PRED_MIN)")" --lr "${HIFIGAN_LR:-1e-4}" \
+      --batch 16 --segment-frames 32 --gan-after 0 --pred-mels $W/pred_joe,$W/pred_heart ${HIFIGAN_ARGS:-} \
+      >> $W/hifigan.out 2>&1
   fi
   stage export python3 -m training.export $W/acoustic/ckpt.pt $W/vocoder/ckpt.pt $W/voice
+  [ -n "$hg" ] && stage export_hifigan python3 -m training.export_hifigan $W/hifigan/ckpt.pt $W/voice
   [ -n "$r8" ] && stage export_r8 python3 -m training.export $W/acoustic_r8/ckpt.pt $W/vocoder/ckpt.pt $W/voice_r8
   stage plot python3 -m training.plot $W/acoustic/log.jsonl $W/vocoder/log.jsonl $W/loss_curves.png
   touch $W/DONE
@@ -116,7 +135,8 @@ wait)
   ;;
 collect)
   mkdir -p $W/pack/logs
-  cp $W/pipeline.log $W/acoustic.out $W/vocoder.out $W/loss_curves.png $W/pack/logs/ 2>/dev/null
+  cp $W/pipeline.log $W/acoustic.out $W/vocoder.out $W/hifigan.out $W/loss_curves.png $W/pack/logs/ 2>/dev/null
+  cp $W/hifigan/log.jsonl $W/pack/logs/hifigan_log.jsonl 2>/dev/null
   cp $W/acoustic/log.jsonl $W/pack/logs/acoustic_log.jsonl 2>/dev/null
   cp $W/vocoder/log.jsonl $W/pack/logs/vocoder_log.jsonl 2>/dev/null
   cp $W/acoustic/config.json $W/pack/logs/acoustic_run_config.json 2>/dev/null

@@ -16,6 +16,13 @@ over their utterances. `--init` starts a new run from an exported vocoder's weig
 the discriminators still start from scratch. `--pred-mels` (training/aligned_mels.py): a `--pred-fraction`
 of each batch is vocoded from the acoustic model's teacher-forced mel of the same frames instead of the
 teacher's (the served input), with the same targets (the teacher's audio).
+
+`--arch hifigan` fine-tunes a HiFi-GAN V1 generator (vocoder/hifigan.py) instead, from `--init` (a packaged
+generator such as `hifigan-universal`, or a voice's `hifigan/` folder), with the same data, losses and
+discriminators; `training/export_hifigan.py` writes the result into a voice as `hifigan/`
+(`uttera serve --vocoder voice-hifigan`). The generator runs on whole segments (`HifiGan.generate`, zero
+padding at the edges, as HiFi-GAN was trained); `--d-warmup` steps first train the new discriminators
+alone against the pretrained generator, so that its first adversarial gradients come from a trained critic.
 """
 
 from __future__ import annotations
@@ -26,13 +33,15 @@ import json
 import math
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from vocoder.config import VocoderConfig
+from vocoder import hifigan
+from vocoder.config import ANALYSIS_KEYS, VocoderConfig
 from vocoder.mel import MelSpectrogram
 from vocoder.model import Vocoder
 
@@ -143,6 +152,39 @@ class SegmentSampler:
         return wav, self.pred[f_idx.clamp(max=len(self.pred) - 1)].float().transpose(1, 2)
 
 
+ARCHS = ("voice", "hifigan")
+
+
+def make_generator(
+    arch: str, init: str | None, saved: dict | None, over: dict
+) -> tuple[Vocoder | hifigan.HifiGan, VocoderConfig]:
+    """The generator to train and the `VocoderConfig` whose analysis its losses use (for a HiFi-GAN, the
+    voice vocoder's config with the HiFi-GAN's analysis keys). `saved`: a checkpoint's config to resume."""
+    if arch == "hifigan":
+        if saved is not None:
+            net = hifigan.HifiGan(hifigan.HifiGanConfig.from_dict(saved))
+        elif init is None:
+            raise SystemExit("--arch hifigan needs --init (hifigan-universal, or a voice's hifigan/ folder)")
+        else:
+            pretrained = (
+                hifigan.HifiGan.from_package(init) if init in hifigan.CHECKPOINTS else hifigan.HifiGan.from_dir(init)
+            )
+            net = hifigan.HifiGan(dataclasses.replace(pretrained.config, output_gain=1.0))  # trained at unit gain
+            net.load_state_dict(pretrained.state_dict())
+        return net, VocoderConfig(**{k: getattr(net.config, k) for k in ANALYSIS_KEYS}, log_clamp=net.config.log_clamp)
+    if saved is not None:
+        config = VocoderConfig.from_dict(saved)
+    elif init:
+        # Trained at unit gain on peak-normalized audio; export.py applies the serving headroom.
+        config = dataclasses.replace(VocoderConfig.load(init), output_gain=1.0)
+    else:
+        config = VocoderConfig(**over)
+    model = Vocoder(config)
+    if init and saved is None:
+        model.load_state_dict(Vocoder.from_dir(init, dtype=torch.float32).state_dict())
+    return model, config
+
+
 def lr_at(progress: float, step: int, base: float, warmup: int) -> float:
     if step < warmup:
         return base * (step + 1) / warmup
@@ -185,7 +227,17 @@ def main() -> None:
         help="training/aligned_mels.py directories, one per synthesis dir: learn from the acoustic model's mel too",
     )
     parser.add_argument("--pred-fraction", type=float, default=0.5, help="share of each batch from --pred-mels")
-    parser.add_argument("--init", default=None, help="exported vocoder directory to start a new run from")
+    parser.add_argument(
+        "--init",
+        default=None,
+        help="exported vocoder directory to start a new run from (--arch hifigan: a packaged name or a hifigan/ folder)",
+    )
+    parser.add_argument(
+        "--arch", choices=ARCHS, default="voice", help="the voice's Vocos-style vocoder, or HiFi-GAN V1"
+    )
+    parser.add_argument(
+        "--d-warmup", type=int, default=0, help="first steps that train only the discriminators (fine-tuning)"
+    )
     parser.add_argument("--dim", type=int, default=None)
     parser.add_argument("--intermediate-dim", type=int, default=None)
     parser.add_argument("--num-layers", type=int, default=None)
@@ -198,18 +250,12 @@ def main() -> None:
     run.mkdir(parents=True, exist_ok=True)
     ckpt_path = run / "ckpt.pt"
     state = torch.load(ckpt_path, map_location="cpu", weights_only=False) if a.resume and ckpt_path.exists() else None
-    if state is not None:
-        config = VocoderConfig.from_dict(state["config"])
-    elif a.init:
-        # Trained at unit gain on peak-normalized audio; export.py applies the serving headroom.
-        config = dataclasses.replace(VocoderConfig.load(a.init), output_gain=1.0)
-    else:
-        over = {k: getattr(a, k) for k in ("dim", "intermediate_dim", "num_layers") if getattr(a, k) is not None}
-        config = VocoderConfig(**over)
-    model = Vocoder(config)
-    if a.init and state is None:
-        model.load_state_dict(Vocoder.from_dir(a.init, dtype=torch.float32).state_dict())
+    if state is not None and state.get("arch", "voice") != a.arch:
+        raise SystemExit(f"{ckpt_path} holds a {state.get('arch', 'voice')} vocoder, not --arch {a.arch}")
+    over = {k: getattr(a, k) for k in ("dim", "intermediate_dim", "num_layers") if getattr(a, k) is not None}
+    model, config = make_generator(a.arch, a.init, state["config"] if state else None, over)
     model = model.to(a.device).train()
+    generate: Callable[[torch.Tensor], torch.Tensor] = model.generate if isinstance(model, hifigan.HifiGan) else model
     mel = MelSpectrogram(config).to(a.device)
     mel_loss = MelLoss(config).to(a.device)
     stft_loss = MultiResolutionSTFTLoss().to(a.device)
@@ -237,13 +283,15 @@ def main() -> None:
         f"audio={data.seconds / 3600:.2f} h device={a.device} resume_step={step}",
         flush=True,
     )
-    (run / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    model_config = model.config.to_dict()
+    (run / "config.json").write_text(json.dumps(model_config, indent=2))
     log = (run / "log.jsonl").open("a")
     budget = a.minutes * 60
 
     def save() -> None:
         st = {
-            "config": config.to_dict(),
+            "arch": a.arch,
+            "config": model_config,
             "model": model.state_dict(),
             "opt": opt.state_dict(),
             "step": step,
@@ -268,22 +316,27 @@ def main() -> None:
             m = mel(wav)
             if pred is not None and n_pred:  # these segments are vocoded from the acoustic model's mel
                 m[:n_pred] = pred[:n_pred]
-        wav_hat = model(m)
-        parts = {"mel_l1": mel_loss(wav_hat, wav), "stft": stft_loss(wav_hat, wav)}
+        critic_only = step < a.d_warmup  # the generator waits while new discriminators learn
+        with torch.set_grad_enabled(not critic_only):
+            wav_hat = generate(m)
+            parts = {"mel_l1": mel_loss(wav_hat, wav), "stft": stft_loss(wav_hat, wav)}
         loss = MEL_WEIGHT * parts["mel_l1"] + parts["stft"]
-        if disc is not None and trained_s >= a.gan_after * budget:
+        if disc is not None and (critic_only or trained_s >= a.gan_after * budget):
             assert opt_d is not None  # made with disc
             d_loss = disc.d_loss(wav, wav_hat.detach())
             opt_d.zero_grad(set_to_none=True)
             d_loss.backward()
             opt_d.step()
-            parts["adv"], parts["fm"] = disc.g_loss(wav, wav_hat)
             parts["d_loss"] = d_loss
-            loss = loss + parts["adv"] + 2.0 * parts["fm"]
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
-        opt.step()
+            if not critic_only:
+                parts["adv"], parts["fm"] = disc.g_loss(wav, wav_hat)
+                loss = loss + parts["adv"] + 2.0 * parts["fm"]
+        gn = torch.zeros(())
+        if not critic_only:
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
+            opt.step()
         step += 1
         trained_s = trained_before + time.time() - session_start
         for k, v in {"loss": float(loss.detach()), **{k: float(v.detach()) for k, v in parts.items()}}.items():

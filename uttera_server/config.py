@@ -109,6 +109,8 @@ class EngineConfig:
         against 2.99 on the default voice's joe, benchmarks/RESULTS.md) for ~25x the compute, i.e. a GPU
         vocoder; it runs in the engine's worker on overlapping windows (vocoder/windowed.py), exact
         against offline, with 13 more mel frames (151 ms of audio) before a stream's first chunk.
+        "voice-hifigan": the voice directory's own HiFi-GAN (`hifigan/`: UNIVERSAL fine-tuned on the
+        voice's teachers, training/train_vocoder.py --arch hifigan), served the same way.
     async_scheduling: vLLM's async scheduling (the host prepares the next step while the GPU runs this
         one). None: vLLM's choice (on for CUDA, off on CPU, whose platform turns it off), except off with
         the in-engine vocoder: the H200 A/B with four engine cores (benchmarks/RESULTS.md, "Async

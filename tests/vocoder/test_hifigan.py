@@ -197,3 +197,35 @@ def test_config_is_checked():
     HifiGanConfig().check_matches({"sample_rate": 22050, "hop_length": 256, "n_mels": 80})
     with pytest.raises(VocoderConfigError, match="unknown"):
         HifiGan.from_package("hifigan-nope")
+
+
+def test_a_voices_own_hifigan_round_trips_in_fp16(net, tmp_path):
+    from vocoder import hifigan
+
+    voice = tmp_path / "voice"
+    net.save(voice / hifigan.VOICE_DIR)
+    loaded = hifigan.load("voice-hifigan", voice)
+    assert loaded.config == net.config
+    assert hifigan.config_of("voice-hifigan", voice) == net.config
+    x = mel(40, seed=9).T[None]
+    with torch.inference_mode():
+        half = HifiGan(net.config)
+        half.load_state_dict({k: v.half().float() for k, v in net.state_dict().items()})
+        assert torch.equal(loaded(x), half(x))  # exactly the fp16-rounded weights
+        assert (loaded(x) - net(x)).abs().max() < 0.02  # and close to the float32 ones
+    assert HifiGanConfig.from_dict(json.loads(json.dumps(net.config.to_dict()))) == net.config
+
+
+def test_a_voice_without_or_with_a_broken_hifigan_is_refused(net, tmp_path):
+    from vocoder import hifigan
+
+    with pytest.raises(VocoderCheckpointError, match="ships no HiFi-GAN"):
+        hifigan.config_of("voice-hifigan", tmp_path)
+    folder = tmp_path / hifigan.VOICE_DIR
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**net.config.to_dict(), "channels": 3}))
+    with pytest.raises(VocoderConfigError, match="unknown HiFi-GAN config keys"):
+        hifigan.load("voice-hifigan", tmp_path)
+    (folder / "config.json").write_text(json.dumps(net.config.to_dict()))
+    with pytest.raises(VocoderCheckpointError, match="no HiFi-GAN weights"):
+        hifigan.load("voice-hifigan", tmp_path)

@@ -31,14 +31,14 @@ def vocoder_process(setting: str, device: str, vocoder: str = VOICE_VOCODER) -> 
 
 def check_vocoder(name: str, model_dir: Path) -> None:
     """`EngineConfig.vocoder` against the voice in `model_dir`: a vocoder other than the voice's own must
-    be installed and read the voice's mel (config.json's analysis keys); raises `ConfigError` otherwise."""
+    be installed (a package's, or the voice's `hifigan/`) and read the voice's mel (config.json's analysis keys); raises `ConfigError` otherwise."""
     if name == VOICE_VOCODER:
         return
     from vocoder.errors import VocoderError
-    from vocoder.hifigan import package_config
+    from vocoder.hifigan import config_of
 
     try:
-        package_config(name).check_matches(json.loads((model_dir / "config.json").read_text()))
+        config_of(name, model_dir).check_matches(json.loads((model_dir / "config.json").read_text()))
     except VocoderError as e:
         raise ConfigError(str(e)) from None
 
