@@ -6,7 +6,7 @@ held-out sentences, copy synthesis scores DistillMOS 3.30 and the served voice 2
 predicts each utterance's mel frame for frame on the teacher's durations, so its mel lines up with the
 teacher's audio sample for sample: `train_vocoder.py --pred-mels` learns (predicted mel -> teacher audio).
 
-    python -m training.aligned_mels ACOUSTIC_CKPT FEAT_DIR OUT_DIR [--voice-token T] [--device cuda]
+    python -m training.aligned_mels ACOUSTIC_CKPT|VOICE_DIR FEAT_DIR OUT_DIR [--voice-token T] [--device cuda]
 
 Per features shard `feat_k.npz` -> `OUT/pred_k.npz`: `mel` float16 (F, n_mels) and `mel_off` (U + 1,), the
 same utterances and frame counts as `feat_k` (hence as synthesis `shard_k`'s audio). An utterance the
@@ -16,6 +16,8 @@ pointer targets cannot describe (training/targets.py) keeps its teacher mel.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +29,15 @@ from training.targets import TargetError, chunk_mel, move_classes, pointer_targe
 
 
 def load_model(ckpt: str, device: str) -> UtteraTTS:
+    """A training checkpoint (`RUN/ckpt.pt`), or an exported voice directory (e.g. the shipped
+    `voices/default`, fp16 weights read as float32)."""
+    if Path(ckpt).is_dir():
+        from training.train_acoustic import init_from
+
+        config = AcousticConfig.from_hf(json.loads((Path(ckpt) / "config.json").read_text()))
+        model = UtteraTTS(dataclasses.replace(config, dropout=0.0))
+        init_from(model, Path(ckpt), [])
+        return model.to(device).eval()
     st = torch.load(ckpt, map_location="cpu", weights_only=False)
     model = UtteraTTS(AcousticConfig(**{**st["config"], "dropout": 0.0}))
     model.load_state_dict(st["model"])

