@@ -9,6 +9,7 @@ the task that drives it, aborts the engine request and frees its KV blocks.
 import asyncio
 import logging
 import os
+import threading
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 POINTER_PROCESSOR = "uttera_server.model.pointer_logits:PointerLogitsProcessor"
+_MAKING_ENGINE = threading.Lock()
+"""Making an AsyncLLM re-registers vLLM's Prometheus metrics in the process-wide registry (unregistering
+the previous ones first): two engines made at once in one process race on it (DuplicateTimeseries, seen in
+a test that starts two side by side), so they are made one at a time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,22 +178,24 @@ class MelEngine:
         args = self.engine_args()
         loggers: list[StatLoggerFactory] = [_stat_logger_factory(self.stats)]
         if self.client is None:
-            self._llm = AsyncLLM.from_engine_args(args, stat_loggers=loggers)
+            with _MAKING_ENGINE:
+                self._llm = AsyncLLM.from_engine_args(args, stat_loggers=loggers)
             return
         from vllm.usage.usage_lib import UsageContext
 
         args._api_process_count = self.client.count
         args._api_process_rank = self.client.index
         vllm_config = args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
-        self._llm = AsyncLLM.from_vllm_config(
-            vllm_config,
-            stat_loggers=loggers,
-            disable_log_stats=False,
-            usage_context=UsageContext.OPENAI_API_SERVER,
-            client_addresses=dict(self.client.addresses),
-            client_count=self.client.count,
-            client_index=self.client.index,
-        )
+        with _MAKING_ENGINE:
+            self._llm = AsyncLLM.from_vllm_config(
+                vllm_config,
+                stat_loggers=loggers,
+                disable_log_stats=False,
+                usage_context=UsageContext.OPENAI_API_SERVER,
+                client_addresses=dict(self.client.addresses),
+                client_count=self.client.count,
+                client_index=self.client.index,
+            )
 
     def engine_args(self) -> "AsyncEngineArgs":
         """vLLM's `AsyncEngineArgs` for this model and configuration (patches applied in this process)."""
