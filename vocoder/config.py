@@ -170,10 +170,7 @@ class VocoderConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> VocoderConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise VocoderConfigError(f"unknown vocoder config keys {unknown}; known keys are {sorted(known)}")
+        check_keys(cls, data, "vocoder")
         return cls(**data)
 
     @classmethod
@@ -203,6 +200,14 @@ class VocoderConfig:
     def check_matches(self, acoustic: Mapping[str, Any]) -> None:
         """Raise `VocoderConfigError` unless every analysis key present in `acoustic` equals ours."""
         check_analysis(self, acoustic)
+
+
+def check_keys(config_class: Any, data: Mapping[str, Any], what: str) -> None:
+    """Raise `VocoderConfigError` if `data` has a key that is no field of the dataclass `config_class`."""
+    known = {f.name for f in dataclasses.fields(config_class)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise VocoderConfigError(f"unknown {what} config keys {unknown}; known keys are {sorted(known)}")
 
 
 def check_analysis(vocoder: Any, acoustic: Mapping[str, Any]) -> None:

@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from safetensors.torch import load_file, save_file
 from torch.nn import functional as F
 
-from vocoder.config import CONFIG_NAME, VOICE_HIFIGAN, check_analysis
+from vocoder.config import CONFIG_NAME, VOICE_HIFIGAN, check_analysis, check_keys
 from vocoder.errors import VocoderCheckpointError, VocoderConfigError
 
 LRELU_SLOPE = 0.1
@@ -112,10 +112,7 @@ class HifiGanConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HifiGanConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise VocoderConfigError(f"unknown HiFi-GAN config keys {unknown}; known keys are {sorted(known)}")
+        check_keys(cls, data, "HiFi-GAN")
         tuples = {"upsample_rates", "upsample_kernel_sizes", "resblock_kernel_sizes"}
         fixed: dict[str, Any] = {k: tuple(v) if k in tuples else v for k, v in data.items()}
         if "resblock_dilation_sizes" in data:
