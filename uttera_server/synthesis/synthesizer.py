@@ -85,6 +85,7 @@ class Synthesizer:
         engine_vocoder = None
         self.sink = client.index if client is not None else 0
         self._receiver: PcmReceiver | None = None
+        self._warm = False  # the warm-up utterance went through: `is_ready()` from then on
         if self.vocoder_process == "engine":
             from engine_patches.engine_vocoder import EngineVocoderConfig
 
@@ -124,8 +125,11 @@ class Synthesizer:
         await asyncio.to_thread(self._engine.start)
         # One short utterance through the whole path, so the first client does not pay for cold
         # caches (the first request after start took ~0.9 s to its first byte, later ones ~70 ms).
+        # Ready (GET /health 200) only after it: a client, or a test reading the engine's counters, then
+        # sees a server with nothing of its own in flight.
         async for _ in self.stream("Warm up."):
             pass
+        self._warm = True
         log.info(
             "engine ready: model %s (%s), vocoder %s, %s scheduling, GIL switch interval %.2f ms",
             self.model.path,
@@ -145,6 +149,10 @@ class Synthesizer:
         await asyncio.to_thread(self._engine.shutdown)
 
     def is_ready(self) -> bool:
+        return self._warm and self._serving()
+
+    def _serving(self) -> bool:
+        """The engine and the stage that makes its PCM are up (the warm-up's own check)."""
         if not self._engine.started or self._engine.failed:
             return False
         if self.vocoder_process == "engine":
@@ -200,7 +208,7 @@ class Synthesizer:
         buffered ahead of this synthesis (a WebSocket context's earlier segments), for deadline scheduling.
         """
         token = self._voice_tokens[self.validate(text, voice, speed).id]  # the prompts' first id
-        if not self.is_ready():
+        if not self._serving():
             raise EngineNotReady()
         deadline = PlaybackDeadline(arrival=time.monotonic(), lead_s=max(0.0, float(lead_s)))
         return self._generate(
