@@ -92,3 +92,17 @@ async def test_closing_the_generator_aborts_the_request_and_frees_kv(mel_engine)
     await collect(mel_engine, prompt(4, seed=5))
     assert mel_engine.stats.kv_cache_usage == 0.0
     assert mel_engine.stats.num_running == 0
+
+
+async def test_vllm_keeps_no_prometheus_metrics_of_its_own(mel_engine):
+    """vLLM's PrometheusStatLogger (which nothing here serves) is replaced by a stand-in that records
+    nothing; the server's own recorder still gets every report."""
+    from vllm.v1.metrics.loggers import PrometheusStatLogger
+
+    steps = mel_engine.stats.steps
+    await collect(mel_engine, prompt(4, seed=6))
+    assert mel_engine.stats.steps > steps
+    assert mel_engine._llm is not None and mel_engine._llm.logger_manager is not None
+    prometheus = [x for x in mel_engine._llm.logger_manager.stat_loggers if isinstance(x, PrometheusStatLogger)]
+    assert len(prometheus) == 1
+    assert not hasattr(prometheus[0], "gauge_scheduler_running")  # none of vLLM's metrics was made

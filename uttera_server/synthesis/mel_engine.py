@@ -135,6 +135,36 @@ def _stat_logger_factory(stats: EngineStats) -> "type[StatLoggerBase]":
     return _Recorder
 
 
+def _no_vllm_prometheus() -> "type[StatLoggerBase]":
+    """A stand-in for vLLM's own Prometheus logger, which registers and records nothing.
+
+    vLLM adds `PrometheusStatLogger` to every AsyncLLM unless a custom logger is one (StatLoggerManager in
+    vllm/v1/metrics/loggers.py). Nothing serves its `vllm:*` metrics here: /metrics is the server's own
+    registry (metrics.py). Yet it observed a histogram per running row every step (inter-token latency):
+    a tenth of a serving process's samples at 1,024 paced streams (benchmarks/RESULTS.md, H100 profile;
+    benchmarks/stat_logger_overhead.py measures it). It also re-registered its metrics in the global registry
+    as each engine was made, which raced when two were made at once."""
+    from vllm.v1.metrics.loggers import PrometheusStatLogger
+
+    class _NoVllmPrometheus(PrometheusStatLogger):
+        def __init__(self, vllm_config: "VllmConfig", engine_indexes: list[int] | None = None):
+            self.engine_indexes = engine_indexes or [0]
+
+        def record(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def record_sleep_state(self, sleep: int = 0, level: int = 0) -> None:
+            pass
+
+        def record_admission_rejection(self, reason: str) -> None:
+            pass
+
+        def log_engine_initialized(self) -> None:
+            pass
+
+    return _NoVllmPrometheus
+
+
 @dataclass(frozen=True, slots=True)
 class EngineClientSlot:
     """This serving process's place among several that share one engine core (vLLM's multi-frontend
@@ -176,7 +206,7 @@ class MelEngine:
         from vllm.v1.metrics.loggers import StatLoggerFactory
 
         args = self.engine_args()
-        loggers: list[StatLoggerFactory] = [_stat_logger_factory(self.stats)]
+        loggers: list[StatLoggerFactory] = [_stat_logger_factory(self.stats), _no_vllm_prometheus()]
         if self.client is None:
             with _MAKING_ENGINE:
                 self._llm = AsyncLLM.from_engine_args(args, stat_loggers=loggers)
