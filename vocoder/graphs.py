@@ -85,7 +85,10 @@ class Bucket:
         padded[0] = self.scratch  # padding rows: scratch slot, no frames
         padded[:, :r] = meta
         self.mel.copy_(mel, non_blocking=True)
-        self.meta.copy_(torch.from_numpy(padded), non_blocking=True)
+        host = torch.from_numpy(padded)
+        # From pageable memory a "non-blocking" copy first waits for the whole stream (the previous pass
+        # and the model's step it waits on); from pinned memory it is queued like the rest.
+        self.meta.copy_(host.pin_memory() if self.meta.is_cuda else host, non_blocking=True)
         if self.graph is None:
             return self.run_pass(self.mel, *self.meta)[:r]
         self.graph.replay()

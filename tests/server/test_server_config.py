@@ -25,6 +25,7 @@ def test_defaults_are_valid(tmp_path):
     ("dtype", "float8", "--dtype"),
     ("tensor_parallel_size", 0, "--tensor-parallel-size"),
     ("data_parallel_size", 0, "--data-parallel-size"),
+    ("distributed_executor_backend", "ray", "--distributed-executor-backend"),
     ("block_size", 24, "--block-size"),
     ("vocoder_chunk_frames", 0, "--vocoder-chunk-frames"),
     ("first_chunk_frames", -4, "--first-chunk-frames"),
@@ -40,6 +41,12 @@ def test_defaults_are_valid(tmp_path):
 def test_engine_config_names_the_flag(field, value, flag):
     with pytest.raises(ConfigError, match=flag):
         EngineConfig(**{field: value})
+
+
+def test_in_process_model_runs_one_gpu_per_engine_core():
+    assert EngineConfig(data_parallel_size=4, distributed_executor_backend="uni").data_parallel_size == 4
+    with pytest.raises(ConfigError, match="--tensor-parallel-size"):
+        EngineConfig(tensor_parallel_size=2, distributed_executor_backend="uni")
 
 
 @pytest.mark.parametrize("field, value, flag", [
@@ -85,6 +92,7 @@ def test_flags_build_both_configs(tmp_path):
         "--switch-interval-ms", "0.5", "--vocoder-driver", "loop", "--vocoder-cuda-graphs",
         "--stream-interval", "2", "--max-lead-s", "1.5", "--data-parallel-size", "2",
         "--vocoder-process", "engine", "--api-servers", "3", "--async-scheduling",
+        "--distributed-executor-backend", "mp",
     ])  # fmt: skip
     assert build_config(args) == ServerConfig(
         model_dir=tmp_path, host="0.0.0.0", port=9000, max_input_chars=100, graceful_shutdown_s=5.0,
@@ -96,7 +104,8 @@ def test_flags_build_both_configs(tmp_path):
                             vocoder_chunk_frames=16, first_chunk_frames=4, scheduling="fcfs",
                             vocoder_device="cpu", prefill_chunk_tokens=48, switch_interval_ms=0.5,
                             vocoder_driver="loop", vocoder_cuda_graphs=True,
-                            stream_interval=2, max_lead_s=1.5, async_scheduling=True),
+                            stream_interval=2, max_lead_s=1.5, async_scheduling=True,
+                            distributed_executor_backend="mp"),
     )  # fmt: skip
 
 

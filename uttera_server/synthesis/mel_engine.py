@@ -253,6 +253,8 @@ class MelEngine:
         )
         if async_scheduling is not None:
             extra["async_scheduling"] = async_scheduling
+        if c.distributed_executor_backend is not None:
+            extra["distributed_executor_backend"] = c.distributed_executor_backend
         return AsyncEngineArgs(
             model=str(self.model.path),
             skip_tokenizer_init=True,
