@@ -74,7 +74,7 @@ def vocoder_ms(model_dir: Path, cfg, mel, device: str, repeats: int) -> tuple[fl
 
     if device == "cpu":
         torch.set_num_threads(1)  # as VocoderWorker
-    graphs = device == "cuda" and cfg.vocoder_cuda_graphs  # as the server runs it
+    graphs = device == "cuda" and cfg.vocoder_cuda_graphs is not False  # as the engine runs it on CUDA
     sv = StreamingVocoder(
         Vocoder.from_dir(model_dir / "vocoder"),
         chunk_frames=cfg.vocoder_chunk_frames,

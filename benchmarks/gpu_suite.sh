@@ -173,7 +173,7 @@ convoy)
   ;;
 switch)   ab switch 64,128 "5=--switch-interval-ms 5" "0.1=--switch-interval-ms 0.1" ;;
 driver)   ab driver 64,128 "thread=--vocoder-driver thread" "loop=--vocoder-driver loop" ;;
-graphs)   ab graphs 64,128,256 "on=--vocoder-cuda-graphs" "off=" ;;
+graphs)   ab graphs 64,128,256 "on=--vocoder-cuda-graphs" "off=--no-vocoder-cuda-graphs" ;;
 interval) ab interval 64,128,256 "1=--stream-interval 1" "2=--stream-interval 2" ;;
 pacing)   ab pacing 64,128,256 "1=--max-lead-s 1" "none=" ;;
 plain)
@@ -203,7 +203,7 @@ plaingraphs)
     --rows "${ROWS:-16,64,256,1024}" --steps 300 --rounds "${ROUNDS:-1}" --out "$OUT/plain_vllm_graphs_${CARD}.json"
   ;;
 graphsdp) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) --api-servers 4 --data-parallel-size 4 ${EXTRA:-}" \
-          ab graphsdp 256,1024 "on=--vocoder-cuda-graphs" "off=" ;;
+          ab graphsdp 256,1024 "on=--vocoder-cuda-graphs" "off=--no-vocoder-cuda-graphs" ;;
 profile)
   # Both engines of plain_vllm stay alive; round 1 measures plain first, then ours: profile ours' engine
   # core (vLLM's EngineCore process under the `plain_vllm-ours` child) and its children (a worker process, if any).
@@ -231,7 +231,7 @@ pacedprof) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-mem
           spy_served; wait ;;
 graphspaced) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((8 << 30)) --api-servers 4 --data-parallel-size 4 --max-lead-s 2 --no-async-scheduling ${EXTRA:-}" \
           LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" \
-          ab graphspaced 1024 "off=" "on=--vocoder-cuda-graphs" ;;
+          ab graphspaced 1024 "off=--no-vocoder-cuda-graphs" "on=--vocoder-cuda-graphs" ;;
 hifigan)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((8 << 30)) --api-servers 4 --data-parallel-size 4 --no-async-scheduling ${EXTRA:-}" \
           ab hifigan 1,256,1024 "voice=" "hifigan=--vocoder hifigan-universal"
           ARGS="$ARGS --max-lead-s 2" LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" ROUNDS=1 \

@@ -216,7 +216,7 @@ def engine_args(a) -> dict:
             sink_base=a.sink_base,
             chunk_frames=config.vocoder_chunk_frames,
             first_chunk_frames=config.first_chunk_frames,
-            cuda_graphs=config.vocoder_cuda_graphs,
+            cuda_graphs=config.vocoder_cuda_graphs is not False,  # None: on in the engine
             max_utterances=max(a.rows),
         )
     # applies the patches here only

@@ -44,10 +44,13 @@ class EngineConfig:
         engine core is one Python thread of host work per step, the limit of a small model on a big GPU;
         each copy then needs kv_cache_memory_bytes.
     distributed_executor_backend: where each engine core runs its model (vLLM's flag): "uni" in the engine
-        core's own process, "mp" in a worker process of its own. None is vLLM's choice: "uni" for one
-        engine core, "mp" as soon as data_parallel_size > 1, even for engine cores of one GPU each, which
-        then pass every step's scheduler output and model output between two processes. On CPU vLLM
-        always takes "mp" (its OpenMP set-up needs the worker process).
+        core's own process, "mp" in a worker process of its own. None: "uni" for engine cores of one GPU
+        each (tensor_parallel_size 1), "mp" otherwise. (vLLM's own choice would be "mp" as soon as
+        data_parallel_size > 1, which passes every step's scheduler output and model output between two
+        processes: closed loop at 1,024 streams on four engine cores of one H100, "uni" with the vocoder's
+        CUDA graphs gave 1,048 and 1,009 audio-s/s against 932 and 813, benchmarks/RESULTS.md, "The
+        in-engine vocoder as CUDA graphs".) On CPU vLLM always takes "mp" (its OpenMP set-up needs the
+        worker process).
     max_model_len: longest sequence (prompt phonemes + decode steps); None takes the model's
         max_position_embeddings.
     block_size: tokens per KV cache block; None lets vLLM pick what the device's attention backend
@@ -104,10 +107,12 @@ class EngineConfig:
         worker owns its cores; the serving process's vocoder thread computes beside it).
     vocoder_cuda_graphs: with the vocoder on CUDA, run each pass as one CUDA-graph replay (batches
         padded to buckets, all captured when the server starts): a pass is one GIL hand-off instead of
-        ~330 and costs 4-7x less (vocoder/streaming.py). Off by default: on the H200 it cut the floor
-        from 16.7 to 11.1 ms, but in the served A/B (one round per level) it gave no more audio-s/s and
-        more underruns at 64-256 streams, where the event loop, not the vocoder, is the limit
-        (benchmarks/RESULTS.md, "H200, second session"). Ignored on CPU.
+        ~330 and costs 4-7x less (vocoder/streaming.py). None: on for the vocoder in the engine (on an
+        H100, 1,024 paced listeners on four engine cores: 1,010 and 1,012 held against 996 and 960 without,
+        TTFA p99 84 and 191 ms against 503 and 861, engine step 26 against 44 ms: benchmarks/RESULTS.md,
+        "The in-engine vocoder as CUDA graphs"), off in the serving process, where the served A/B gave no
+        more audio and more underruns ("H200, second session"). The graphs' memory (~5 GiB for 1,024
+        rows) is outside vLLM's budget: leave room beside --kv-cache-memory-bytes. Ignored on CPU.
     vocoder: which vocoder turns the voice's mel into audio. "voice": the voice directory's own (a small
         Vocos-style network trained with the voice; real time for several streams on 2 CPU cores).
         "hifigan-universal": HiFi-GAN V1 UNIVERSAL (vocoder/hifigan.py; weights from the
@@ -144,12 +149,18 @@ class EngineConfig:
     vocoder_device: str = "auto"
     vocoder_driver: str = "thread"
     vocoder_process: str = "auto"
-    vocoder_cuda_graphs: bool = False
+    vocoder_cuda_graphs: bool | None = None
     vocoder: str = "voice"
     stream_interval: int = 1
     max_lead_s: float | None = None
     switch_interval_ms: float | None = None
     async_scheduling: bool | None = None
+
+    def executor_backend(self) -> str:
+        """The distributed executor backend vLLM gets (see `distributed_executor_backend`)."""
+        if self.distributed_executor_backend is not None:
+            return self.distributed_executor_backend
+        return "uni" if self.tensor_parallel_size == 1 else "mp"
 
     def __post_init__(self) -> None:
         _positive("max_num_seqs (--max-num-seqs)", self.max_num_seqs)

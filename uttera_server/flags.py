@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         EngineConfig,
         "distributed_executor_backend",
         "where each engine core runs its model: uni (in the engine core's process) or mp (a worker process)",
-        unset="vLLM's: mp with --data-parallel-size > 1",
+        unset="uni with --tensor-parallel-size 1, else mp; always mp on CPU",
         choices=EXECUTOR_BACKENDS,
     )
     _flag(engine, EngineConfig, "block_size", "tokens per KV cache block", unset="vLLM's for the device", type=int)
@@ -204,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
         EngineConfig,
         "vocoder_cuda_graphs",
         "vocoder passes as CUDA-graph replays (CUDA only; see RESULTS.md)",
+        unset="on in the engine, off in the serving process",
         action=argparse.BooleanOptionalAction,
     )
     _flag(

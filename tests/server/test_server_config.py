@@ -44,6 +44,10 @@ def test_engine_config_names_the_flag(field, value, flag):
 
 
 def test_in_process_model_runs_one_gpu_per_engine_core():
+    # unset: each engine core of one GPU runs its model in its own process, also under data parallelism
+    assert EngineConfig(data_parallel_size=4).executor_backend() == "uni"
+    assert EngineConfig(tensor_parallel_size=2).executor_backend() == "mp"
+    assert EngineConfig(data_parallel_size=4, distributed_executor_backend="mp").executor_backend() == "mp"
     assert EngineConfig(data_parallel_size=4, distributed_executor_backend="uni").data_parallel_size == 4
     with pytest.raises(ConfigError, match="--tensor-parallel-size"):
         EngineConfig(tensor_parallel_size=2, distributed_executor_backend="uni")

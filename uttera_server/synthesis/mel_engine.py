@@ -253,8 +253,6 @@ class MelEngine:
         )
         if async_scheduling is not None:
             extra["async_scheduling"] = async_scheduling
-        if c.distributed_executor_backend is not None:
-            extra["distributed_executor_backend"] = c.distributed_executor_backend
         return AsyncEngineArgs(
             model=str(self.model.path),
             skip_tokenizer_init=True,
@@ -266,6 +264,7 @@ class MelEngine:
             kv_cache_memory_bytes=c.kv_cache_memory_bytes,
             tensor_parallel_size=c.tensor_parallel_size,
             data_parallel_size=c.data_parallel_size,
+            distributed_executor_backend=c.executor_backend(),
             block_size=c.block_size,
             enable_prefix_caching=c.enable_prefix_caching,
             long_prefill_token_threshold=c.prefill_chunk_tokens or 0,

@@ -64,7 +64,7 @@ async def start_vocoder_worker(model_dir: Path, c: EngineConfig, device: str) ->
 
     vocoder = Vocoder.from_dir(model_dir / "vocoder")
     vocoder.config.check_matches(json.loads((model_dir / "config.json").read_text()))
-    graphs = device != "cpu" and c.vocoder_cuda_graphs
+    graphs = device != "cpu" and c.vocoder_cuda_graphs is True  # None: off in the serving process
     # With CUDA graphs: a state slot per engine sequence from the start (growing the pool reallocates
     # it, which makes every captured graph stale), and the graphs captured before the first request.
     streaming = StreamingVocoder(

@@ -96,7 +96,7 @@ class Synthesizer:
                 sink_base=self.sink_base,
                 chunk_frames=engine.vocoder_chunk_frames,
                 first_chunk_frames=engine.first_chunk_frames,
-                cuda_graphs=engine.vocoder_cuda_graphs,
+                cuda_graphs=engine.vocoder_cuda_graphs is not False,  # None: on in the engine (CUDA only)
                 vocoder=engine.vocoder,
                 max_utterances=engine.max_num_seqs,
             )
