@@ -5,7 +5,7 @@ body chunk read is one arrival. WebSocket: on an open socket, `text` then `end` 
 binary frames (0x01, id length, id, PCM s16le) are arrivals, `done` ends the request. TTFA runs from
 sending the request (HTTP) or the `text` message (WebSocket: the connection is already open, as a
 voice agent keeps it). Errors become codes: `http_<status>_<code>`, `ws_<code>`, `timeout`,
-`exc_<ExceptionName>`.
+`exc_<ExceptionName>` (`exc_<ExceptionName>_mid_stream` once audio had arrived).
 
 Sessions for the load drivers (loop.py, paced.py): `session_factory(transport, ...)` gives `open_session(i)`,
 an async context manager whose session has `request(text, kind)`: HTTP over a shared client, or one
@@ -49,8 +49,13 @@ async def http_request(
     except TimeoutError:
         rec.error = "timeout"
     except Exception as e:  # connection refused/reset, protocol errors: counted, not raised
-        rec.error = f"exc_{type(e).__name__}"
+        rec.error = _exc_code(e, rec)
     return rec
+
+
+def _exc_code(e: Exception, rec: RequestRecord) -> str:
+    """`exc_<Name>`, with `_mid_stream` once audio had arrived (the response was cut short)."""
+    return f"exc_{type(e).__name__}{'_mid_stream' if rec.arrivals else ''}"
 
 
 async def ws_request(ws, text: str, kind: str, timeout_s: float, voice: str = "default") -> RequestRecord:
@@ -82,7 +87,7 @@ async def ws_request(ws, text: str, kind: str, timeout_s: float, voice: str = "d
     except TimeoutError:
         rec.error = "timeout"
     except Exception as e:
-        rec.error = f"exc_{type(e).__name__}"
+        rec.error = _exc_code(e, rec)
     return rec
 
 

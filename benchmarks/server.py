@@ -116,6 +116,7 @@ async def scrape(client: httpx.AsyncClient) -> dict[str, float]:
 
 STEP_COUNTER = "uttera_engine_steps_total"
 STEP_SECONDS = "uttera_engine_step_seconds_total"
+REQUESTS = "uttera_requests_total"
 
 
 def engine_summary(before: dict, after: dict, samples: list[dict], wall_s: float) -> dict:
@@ -149,4 +150,13 @@ def engine_summary(before: dict, after: dict, samples: list[dict], wall_s: float
     ):
         if name in before and name in after:
             out[key] = round(after[name] - before[name], 3)
+    # How the server says the run's requests ended, by transport and status (a client error whose request
+    # the server counts "ok" or "disconnected" was lost between them, one it counts "error" was the server's).
+    ended = {
+        key.removeprefix(REQUESTS): round(after[key] - before.get(key, 0.0))
+        for key in after
+        if key.startswith(REQUESTS)
+    }
+    if ended:
+        out["server_requests"] = {labels: n for labels, n in sorted(ended.items()) if n}
     return out

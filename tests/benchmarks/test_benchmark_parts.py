@@ -97,3 +97,27 @@ def test_merge_results_folds_runs_into_one_file_and_refuses_records(tmp_path):
     (tmp_path / "a.records.json").write_text("[]")
     with pytest.raises(SystemExit, match="per-request records"):
         merge(out, [tmp_path / "a.records.json"])
+
+
+def test_engine_summary_says_how_the_server_ended_the_runs_requests():
+    from benchmarks.server import engine_summary, parse_metrics
+
+    before = parse_metrics('uttera_requests_total{status="ok",transport="http"} 10\n')
+    after = parse_metrics(
+        'uttera_requests_total{status="ok",transport="http"} 25\n'
+        'uttera_requests_total{status="error",transport="http"} 1\n'
+        'uttera_requests_total{status="cancelled",transport="http"} 0\n'
+    )
+    assert engine_summary(before, after, [], 1.0)["server_requests"] == {
+        '{status="error",transport="http"}': 1,
+        '{status="ok",transport="http"}': 15,
+    }
+
+
+def test_a_connection_lost_after_audio_arrived_is_told_apart():
+    from benchmarks.clients import _exc_code
+
+    rec = RequestRecord("http", "short", 10, 0.0)
+    assert _exc_code(ConnectionError(), rec) == "exc_ConnectionError"
+    rec.add(0.1, 100)
+    assert _exc_code(ConnectionError(), rec) == "exc_ConnectionError_mid_stream"
