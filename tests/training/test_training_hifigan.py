@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from tests.training.test_training_trainers import log_steps, run_main
+from tests.training.test_training_trainers import argv, log_steps, run_main
 from vocoder import hifigan
 from vocoder.config import ANALYSIS_KEYS, VocoderConfig
 
@@ -16,30 +16,10 @@ def test_hifigan_fine_tune_warms_the_critic_resumes_and_exports(synthetic_data, 
 
     synth, _ = synthetic_data
     run = tmp_path / "hifigan"
-    args = [
-        str(synth),
-        str(run),
-        "--device",
-        "cpu",
-        "--log-every",
-        "1",
-        "--batch",
-        "1",
-        "--segment-frames",
-        "8",
-        "--arch",
-        "hifigan",
-        "--init",
-        "hifigan-universal",
-        "--gan-after",
-        "0",
-        "--d-warmup",
-        "1",
-        "--mpd-channels",
-        "4,4,4,4,4",
-        "--mrd-channels",
-        "4",
-    ]
+    args = argv(
+        synth, run, device="cpu", log_every=1, batch=1, segment_frames=8, arch="hifigan",
+        init="hifigan-universal", gan_after=0, d_warmup=1, mpd_channels="4,4,4,4,4", mrd_channels=4,
+    )  # fmt: skip
     universal = hifigan.HifiGan.from_package("hifigan-universal").state_dict()
 
     run_main(train_vocoder, [*args, "--max-steps", "1"], monkeypatch)

@@ -12,6 +12,14 @@ def run_main(module, argv, monkeypatch):
     module.main()
 
 
+def argv(*positional, **flags) -> list[str]:
+    """A trainer's command line: `argv(data, run, log_every=1)` -> `[data, run, "--log-every", "1"]`."""
+    out = [str(p) for p in positional]
+    for name, value in flags.items():
+        out += [f"--{name.replace('_', '-')}", str(value)]
+    return out
+
+
 def log_steps(run_dir):
     return [json.loads(ln)["step"] for ln in (run_dir / "log.jsonl").read_text().splitlines()]
 
@@ -21,32 +29,10 @@ def test_acoustic_trainer_steps_and_resumes(synthetic_data, tmp_path, monkeypatc
 
     _, feat = synthetic_data
     run = tmp_path / "ac"
-    args = [
-        str(feat),
-        str(run),
-        "--device",
-        "cpu",
-        "--workers",
-        "0",
-        "--log-every",
-        "1",
-        "--val-every",
-        "2",
-        "--max-tokens",
-        "400",
-        "--hidden-size",
-        "32",
-        "--num-attention-heads",
-        "2",
-        "--head-dim",
-        "16",
-        "--intermediate-size",
-        "64",
-        "--num-hidden-layers",
-        "2",
-        "--warmup",
-        "2",
-    ]
+    args = argv(
+        feat, run, device="cpu", workers=0, log_every=1, val_every=2, max_tokens=400, hidden_size=32,
+        num_attention_heads=2, head_dim=16, intermediate_size=64, num_hidden_layers=2, warmup=2,
+    )  # fmt: skip
     run_main(train_acoustic, [*args, "--max-steps", "3"], monkeypatch)
     state = torch.load(run / "ckpt.pt", weights_only=False)
     assert state["step"] == 3
@@ -86,26 +72,10 @@ def test_vocoder_trainer_steps_and_resumes(synthetic_data, tmp_path, monkeypatch
 
     synth, _ = synthetic_data
     run = tmp_path / "voc"
-    args = [
-        str(synth),
-        str(run),
-        "--device",
-        "cpu",
-        "--log-every",
-        "1",
-        "--batch",
-        "2",
-        "--segment-frames",
-        "16",
-        "--dim",
-        "16",
-        "--intermediate-dim",
-        "32",
-        "--num-layers",
-        "1",
-        "--gan-after",
-        "2",
-    ]
+    args = argv(
+        synth, run, device="cpu", log_every=1, batch=2, segment_frames=16, dim=16, intermediate_dim=32,
+        num_layers=1, gan_after=2,
+    )  # fmt: skip
     run_main(train_vocoder, [*args, "--max-steps", "2"], monkeypatch)
     assert torch.load(run / "ckpt.pt", weights_only=False)["step"] == 2
     run_main(train_vocoder, [*args, "--max-steps", "3", "--resume"], monkeypatch)
@@ -119,35 +89,10 @@ def test_vocoder_gan_step(synthetic_data, tmp_path, monkeypatch, gan_after):
 
     synth, _ = synthetic_data
     run = tmp_path / "gan"
-    run_main(
-        train_vocoder,
-        [
-            str(synth),
-            str(run),
-            "--device",
-            "cpu",
-            "--log-every",
-            "1",
-            "--batch",
-            "1",
-            "--segment-frames",
-            "8",
-            "--dim",
-            "16",
-            "--intermediate-dim",
-            "32",
-            "--num-layers",
-            "1",
-            "--gan-after",
-            gan_after,
-            "--max-steps",
-            "1",
-            "--mpd-channels",
-            "4,4,4,4,4",
-            "--mrd-channels",
-            "4",
-        ],
-        monkeypatch,
-    )
+    args = argv(
+        synth, run, device="cpu", log_every=1, batch=1, segment_frames=8, dim=16, intermediate_dim=32,
+        num_layers=1, gan_after=gan_after, max_steps=1, mpd_channels="4,4,4,4,4", mrd_channels=4,
+    )  # fmt: skip
+    run_main(train_vocoder, args, monkeypatch)
     rec = json.loads((run / "log.jsonl").read_text().splitlines()[0])
     assert {"adv", "fm", "d_loss", "mel_l1", "stft"} <= set(rec)
