@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from training.data import BatchDataset, collate, length_batches, load_utterances
 from training.model import AcousticConfig, UtteraTTS
+from training.train_log import TrainLog
 
 BOS_ID = 1  # `^`, every prompt's first id (the frontend's table), which a voice token replaces
 # AcousticConfig fields settable from the command line (a new run only; --resume keeps the checkpoint's).
@@ -219,7 +220,7 @@ def main() -> None:
     print(f"params={model.num_params() / 1e6:.2f} M device={a.device} resume_step={step}", flush=True)
     (run / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2))
     budget = a.minutes * 60
-    log = (run / "log.jsonl").open("a")
+    log = TrainLog(run / "log.jsonl", a.log_every)
 
     def save() -> None:
         torch.save(
@@ -242,8 +243,6 @@ def main() -> None:
     session_start, trained_before = time.time(), trained_s
     last_ckpt = time.time()
     done = False
-    acc: dict[str, float] = {}
-    t_log = time.time()
     lengths = [u.length for u in train]
     while not done:
         # One loader over many epochs' batches: worker start-up per epoch would cost more than an epoch.
@@ -272,26 +271,9 @@ def main() -> None:
             opt.step()
             step += 1
             trained_s = trained_before + time.time() - session_start
-            for key, v in m.items():
-                acc[key] = acc.get(key, 0.0) + v
-            if step % a.log_every == 0:
-                rec = {
-                    "step": step,
-                    "epoch": epoch,
-                    "lr": lr,
-                    "trained_s": round(trained_s, 1),
-                    "grad_norm": float(gn),
-                    "steps_per_s": round(a.log_every / (time.time() - t_log), 2),
-                    **{k: v / a.log_every for k, v in acc.items()},
-                }
-                log.write(json.dumps(rec) + "\n")
-                log.flush()
-                print(json.dumps(rec), flush=True)
-                acc, t_log = {}, time.time()
+            log.step(step, m, epoch=epoch, lr=lr, trained_s=round(trained_s, 1), grad_norm=float(gn))
             if step % a.val_every == 0:
-                rec = {"step": step, "epoch": epoch, **validate(model, val, a.device, a.max_tokens)}
-                log.write(json.dumps(rec) + "\n")
-                print(json.dumps(rec), flush=True)
+                log.write({"step": step, "epoch": epoch, **validate(model, val, a.device, a.max_tokens)})
             if time.time() - last_ckpt > a.ckpt_minutes * 60:
                 save()
                 last_ckpt = time.time()
@@ -300,9 +282,7 @@ def main() -> None:
                 break
         else:
             epoch += 1
-    rec = {"step": step, "epoch": epoch, "final": True, **validate(model, val, a.device, a.max_tokens)}
-    log.write(json.dumps(rec) + "\n")
-    print(json.dumps(rec), flush=True)
+    log.write({"step": step, "epoch": epoch, "final": True, **validate(model, val, a.device, a.max_tokens)})
     save()
     log.close()
 

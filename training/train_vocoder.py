@@ -46,6 +46,7 @@ from vocoder.mel import MelSpectrogram
 from vocoder.model import Vocoder
 
 from training.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
+from training.train_log import TrainLog
 from training.vocoder_losses import (
     MelLoss,
     MultiResolutionSTFTLoss,
@@ -285,7 +286,7 @@ def main() -> None:
     )
     model_config = model.config.to_dict()
     (run / "config.json").write_text(json.dumps(model_config, indent=2))
-    log = (run / "log.jsonl").open("a")
+    log = TrainLog(run / "log.jsonl", a.log_every)
     budget = a.minutes * 60
 
     def save() -> None:
@@ -305,8 +306,7 @@ def main() -> None:
         ckpt_path.with_suffix(".tmp").replace(ckpt_path)
 
     session_start, trained_before = time.time(), trained_s
-    last_ckpt, t_log = time.time(), time.time()
-    acc: dict[str, float] = {}
+    last_ckpt = time.time()
     while trained_s < budget and not (a.max_steps and step >= a.max_steps):
         lr = lr_at(trained_s / budget, step, a.lr, a.warmup)
         for pg in opt.param_groups + (opt_d.param_groups if opt_d else []):
@@ -339,21 +339,8 @@ def main() -> None:
             opt.step()
         step += 1
         trained_s = trained_before + time.time() - session_start
-        for k, v in {"loss": float(loss.detach()), **{k: float(v.detach()) for k, v in parts.items()}}.items():
-            acc[k] = acc.get(k, 0.0) + v
-        if step % a.log_every == 0:
-            rec = {
-                "step": step,
-                "lr": lr,
-                "trained_s": round(trained_s, 1),
-                "grad_norm": float(gn),
-                "steps_per_s": round(a.log_every / (time.time() - t_log), 2),
-                **{k: v / a.log_every for k, v in acc.items()},
-            }
-            log.write(json.dumps(rec) + "\n")
-            log.flush()
-            print(json.dumps(rec), flush=True)
-            acc, t_log = {}, time.time()
+        metrics = {"loss": float(loss.detach()), **{k: float(v.detach()) for k, v in parts.items()}}
+        log.step(step, metrics, lr=lr, trained_s=round(trained_s, 1), grad_norm=float(gn))
         if time.time() - last_ckpt > a.ckpt_minutes * 60:
             save()
             last_ckpt = time.time()
