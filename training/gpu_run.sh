@@ -39,6 +39,21 @@ show() {
   [ -e $W/hifigan.out ] && { echo "--- hifigan"; grep -v '^{"step"' $W/hifigan.out | tail -n 3; tail -n 1 $W/hifigan.out; }
 }
 
+synthesize() {  # both teachers at once in the background (pids in $sj, $sh; $nh/$nj workers); $1: more to log
+  nh=${HEART_WORKERS:-3}; nj=$(( $(nproc --all) - nh - 1 ))
+  echo "[$(date +%T)] synthesize joe ($nj workers) + heart ($nh), deadline ${SYNTH_S}s${1:-}"
+  python3 -m training.synthesize $W/train_sentences.tsv $W/synth_joe --workers "$nj" --deadline-s "$SYNTH_S" --flush 60 &
+  sj=$!
+  python3 -m training.synthesize_heart $W/train_sentences.tsv $W/synth_heart --workers "$nh" \
+    --deadline-s "$SYNTH_S" --flush 60 &
+  sh=$!
+}
+
+synthesized() {  # wait for `synthesize`; stop the pipeline if either teacher failed
+  if ! wait $sj; then echo "joe synthesis FAILED"; touch $W/FAILED; exit 1; fi
+  if ! wait $sh; then echo "heart synthesis FAILED"; touch $W/FAILED; exit 1; fi
+}
+
 stage() {  # stage NAME CMD...: run, log, stop the pipeline on failure
   local name=$1; shift
   echo "[$(date +%T)] $name: $*"
@@ -66,22 +81,14 @@ pipeline)
   # voices (from the shipped one's weights, started on the shards synthesized so far: they are rewritten
   # atomically every 60 utterances) and one acoustic model for both (a voice token per voice), plus,
   # with R8_MIN > 0, a joe-only acoustic model at 8 frames per step (issue 15's lever, judged offline).
-  nh=${HEART_WORKERS:-3}; nj=$(( $(nproc --all) - nh - 1 ))
-  echo "[$(date +%T)] synthesize joe ($nj workers) + heart ($nh), deadline ${SYNTH_S}s; vocoder after ${VOC_START_S}s"
-  python3 -m training.synthesize $W/train_sentences.tsv $W/synth_joe --workers "$nj" \
-    --deadline-s "$SYNTH_S" --flush 60 &
-  sj=$!
-  python3 -m training.synthesize_heart $W/train_sentences.tsv $W/synth_heart --workers "$nh" \
-    --deadline-s "$SYNTH_S" --flush 60 &
-  sh=$!
+  synthesize "; vocoder after ${VOC_START_S}s"
   sleep "$VOC_START_S"
   until [ "$(ls $W/synth_joe/shard_*.npz 2>/dev/null | wc -l)" -ge 8 ] && \
         [ "$(ls $W/synth_heart/shard_*.npz 2>/dev/null | wc -l)" -ge "$nh" ] || ! kill -0 $sj 2>/dev/null; do sleep 5; done
   python3 -m training.train_vocoder $W/synth_joe,$W/synth_heart $W/vocoder --minutes "$MIN_VOC" --lr "${VOC_LR:-2e-4}" \
     --init voices/default/vocoder --gan-after "${GAN_AFTER:-0.02}" --warmup 50 ${VOC_ARGS:-} > $W/vocoder.out 2>&1 &
   vo=$!
-  if ! wait $sj; then echo "joe synthesis FAILED"; touch $W/FAILED; exit 1; fi
-  if ! wait $sh; then echo "heart synthesis FAILED"; touch $W/FAILED; exit 1; fi
+  synthesized
   stage features_joe python3 -m training.features $W/synth_joe $W/feat_joe
   stage features_heart python3 -m training.features $W/synth_heart $W/feat_heart
   echo "[$(date +%T)] training acoustic ($MIN_AC min) while the vocoder trains ($MIN_VOC min)"
@@ -127,15 +134,8 @@ pipeline)
 hifigan)
   # The shipped voice's own HiFi-GAN: both teachers, then UNIVERSAL fine-tuned on their audio, half of each
   # batch from the shipped acoustic model's teacher-forced mel (what it meets when served).
-  nh=${HEART_WORKERS:-3}; nj=$(( $(nproc --all) - nh - 1 ))
-  echo "[$(date +%T)] synthesize joe ($nj workers) + heart ($nh), deadline ${SYNTH_S}s"
-  python3 -m training.synthesize $W/train_sentences.tsv $W/synth_joe --workers "$nj" --deadline-s "$SYNTH_S" --flush 60 &
-  sj=$!
-  python3 -m training.synthesize_heart $W/train_sentences.tsv $W/synth_heart --workers "$nh" \
-    --deadline-s "$SYNTH_S" --flush 60 &
-  sh=$!
-  if ! wait $sj; then echo "joe synthesis FAILED"; touch $W/FAILED; exit 1; fi
-  if ! wait $sh; then echo "heart synthesis FAILED"; touch $W/FAILED; exit 1; fi
+  synthesize
+  synthesized
   stage features_joe python3 -m training.features $W/synth_joe $W/feat_joe
   stage features_heart python3 -m training.features $W/synth_heart $W/feat_heart
   stage aligned_joe python3 -m training.aligned_mels voices/default $W/feat_joe $W/pred_joe --voice-token 1
