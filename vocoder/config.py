@@ -179,15 +179,7 @@ class VocoderConfig:
         path = Path(path)
         if path.is_dir():
             path = path / CONFIG_NAME
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise VocoderConfigError(f"no vocoder config at {path}") from None
-        except json.JSONDecodeError as e:
-            raise VocoderConfigError(f"{path} is not valid JSON: {e}") from None
-        if not isinstance(data, dict):
-            raise VocoderConfigError(f"{path} must hold a JSON object, got {type(data).__name__}")
-        return cls.from_dict(data)
+        return cls.from_dict(read_json_object(path, VocoderConfigError(f"no vocoder config at {path}")))
 
     def save(self, directory: str | Path) -> Path:
         """Write `directory/config.json` (creating the directory) and return its path."""
@@ -200,6 +192,20 @@ class VocoderConfig:
     def check_matches(self, acoustic: Mapping[str, Any]) -> None:
         """Raise `VocoderConfigError` unless every analysis key present in `acoustic` equals ours."""
         check_analysis(self, acoustic)
+
+
+def read_json_object(path: Path, missing: Exception) -> dict[str, Any]:
+    """The JSON object in the file `path`; raises `missing` if there is no such file, `VocoderConfigError`
+    if it holds something else."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise missing from None
+    except json.JSONDecodeError as e:
+        raise VocoderConfigError(f"{path} is not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise VocoderConfigError(f"{path} must hold a JSON object, got {type(data).__name__}")
+    return data
 
 
 def check_keys(config_class: Any, data: Mapping[str, Any], what: str) -> None:

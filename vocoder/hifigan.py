@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from safetensors.torch import load_file, save_file
 from torch.nn import functional as F
 
-from vocoder.config import CONFIG_NAME, VOICE_HIFIGAN, check_analysis, check_keys
+from vocoder.config import CONFIG_NAME, VOICE_HIFIGAN, check_analysis, check_keys, read_json_object
 from vocoder.errors import VocoderCheckpointError, VocoderConfigError
 
 LRELU_SLOPE = 0.1
@@ -259,17 +259,10 @@ def config_of(name: str, model_dir: str | Path) -> HifiGanConfig:
 
 
 def read_dir_config(path: Path) -> HifiGanConfig:
-    try:
-        data = json.loads((path / CONFIG_NAME).read_text())
-    except FileNotFoundError:
-        raise VocoderCheckpointError(
-            f"--vocoder {VOICE_HIFIGAN}: this voice ships no HiFi-GAN ({path / CONFIG_NAME} not found)"
-        ) from None
-    except json.JSONDecodeError as e:
-        raise VocoderConfigError(f"{path / CONFIG_NAME} is not valid JSON: {e}") from None
-    if not isinstance(data, dict):
-        raise VocoderConfigError(f"{path / CONFIG_NAME} must hold a JSON object")
-    return HifiGanConfig.from_dict(data)
+    missing = VocoderCheckpointError(
+        f"--vocoder {VOICE_HIFIGAN}: this voice ships no HiFi-GAN ({path / CONFIG_NAME} not found)"
+    )
+    return HifiGanConfig.from_dict(read_json_object(path / CONFIG_NAME, missing))
 
 
 def _package_data(name: str) -> Path:
