@@ -72,6 +72,11 @@ class VocoderConfig:
     output_gain: float = 1.0
     """Fixed scale of the waveform (of the magnitudes, the iSTFT being linear): headroom for a vocoder
     trained on peak-normalized audio, whose peaks overshoot full scale (voices/default: 0.5)."""
+    zero_edge_bins: bool = False
+    """Set each frame's DC and Nyquist bins to zero. Speech has nothing there, the mel (0-8 kHz, no DC weight)
+    never sees them, and a network left free there can fill them: voices/default's vocoder puts both at
+    `mag_clip` in every frame, a sub-100 Hz rumble and an 11 kHz whine carrying two thirds of its output
+    energy (benchmarks/RESULTS.md, "The vocoder's DC and Nyquist bins")."""
 
     def __post_init__(self) -> None:
         def need(ok: bool, msg: str) -> None:
@@ -103,6 +108,9 @@ class VocoderConfig:
         need(
             isinstance(self.lookahead, int) and 0 <= self.lookahead <= MAX_LOOKAHEAD,
             f"lookahead must be an int in [0, {MAX_LOOKAHEAD}] frames, got {self.lookahead!r}",
+        )
+        need(
+            isinstance(self.zero_edge_bins, bool), f"zero_edge_bins must be true or false, got {self.zero_edge_bins!r}"
         )
         need(
             self.lookahead < self.kernel_size,

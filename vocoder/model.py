@@ -39,7 +39,9 @@ class Vocoder(nn.Module):
             ConvNeXtBlock(c.dim, c.intermediate_dim, c.kernel_size, layer_scale) for _ in range(c.num_layers)
         )
         self.final_norm = nn.LayerNorm(c.dim, eps=1e-6)
-        self.head = ISTFTHead(c.dim, c.n_fft, c.hop_length, c.win_length, c.mag_clip, c.output_gain)
+        self.head = ISTFTHead(
+            c.dim, c.n_fft, c.hop_length, c.win_length, c.mag_clip, c.output_gain, zero_edge_bins=c.zero_edge_bins
+        )
         self.apply(self._init_weights)
 
     @staticmethod
