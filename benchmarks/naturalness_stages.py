@@ -132,8 +132,8 @@ def copy_synthesis(teacher: list[np.ndarray], model: Path, hifigan_dir: Path | N
     return mels, b, c
 
 
-async def _serve(model: Path, lines: list[str]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Stage d's audio and the engine's mel `(T, 80)` for each line (the mel the served vocoder got)."""
+async def _serve(model: Path, lines: list[str], voice: str = "default") -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Stage d's audio and the engine's mel `(T, 80)` for each line (the mel the served vocoder got), in `voice`."""
     from uttera_server.config import EngineConfig
     from uttera_server.synthesis import AudioChunk
     from uttera_server.synthesis.synthesizer import Synthesizer
@@ -156,7 +156,7 @@ async def _serve(model: Path, lines: list[str]) -> tuple[list[np.ndarray], list[
         out, mels = [], []
         for n, line in enumerate(lines):
             pushed.clear()
-            parts = [item.pcm async for item in synth.stream(line) if isinstance(item, AudioChunk)]
+            parts = [item.pcm async for item in synth.stream(line, voice=voice) if isinstance(item, AudioChunk)]
             out.append(np.concatenate(parts).astype(np.float32) / 32767.0)
             mels.append(np.concatenate([np.concatenate(f) for f in pushed.values()]))  # sentences in order
             print(f"[served {n + 1}/{len(lines)}] {len(out[-1]) / 22050:.2f} s", flush=True)

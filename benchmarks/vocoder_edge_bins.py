@@ -1,17 +1,17 @@
 """The vocoder's DC and Nyquist bins: how much of its output they carry, and the judges with them zeroed.
 
-    python -m benchmarks.vocoder_edge_bins --judges-python /tmp/judges/bin/python \\
+    python -m benchmarks.vocoder_edge_bins --judges-python /tmp/judges/bin/python [--voices joe,heart] \\
         [--limit 40] [--seed 0] [--model voices/default] [--out benchmarks/results/vocoder_edge_bins.json]
 
 Sentences: the seeded held-out sample of `naturalness_stages.py` (`quality.select`, `--limit 40 --seed 0`
-is that section's sample). Two mels per sentence: the served acoustic model's own (the mel the server's
-vocoder got, `naturalness_stages._serve`) and the teacher's (Piper joe-medium, stage a there: copy
-synthesis). Each goes through the voice's vocoder offline twice, with `zero_edge_bins` as the voice's
-config has it and flipped (streamed audio equals offline either way: the bins are zeroed per frame in
-the head, before the overlap-add). Per clip: the share of its energy below 20 Hz and above 10.5 kHz, RMS
-and peak dBFS, and the judges of `judge_audio.py` (DistillMOS, NISQA-TTS, DNSMOS) in their own interpreter,
-all clips in one pass. Prints a table; writes JSON (command, means per mel source and variant, paired
-per-clip differences).
+is that section's sample). Per voice, the served acoustic model's own mel of each sentence (the mel the
+server's vocoder got, tapped as `naturalness_stages._serve` does) goes through the voice's vocoder offline
+three times: neither edge bin zeroed, the Nyquist bin zeroed (`VocoderConfig.zero_nyquist_bin`), both
+zeroed (`zero_dc_bin` too); the weights are the voice's, only the head's zeroing differs (per frame, so
+streamed audio equals offline in each). Per clip: the share of its energy below 20 Hz and above 10.5 kHz,
+RMS and peak dBFS, and the judges of `judge_audio.py` (DistillMOS, NISQA-TTS, DNSMOS) in their own
+interpreter, all clips in one pass. Prints a table; writes JSON (command, means per voice and variant,
+paired per-clip differences against "none").
 """
 
 import argparse
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import machine
-from benchmarks.naturalness_stages import _serve, judge, teacher_clips
+from benchmarks.naturalness_stages import _serve, judge
 
 ROOT = Path(__file__).resolve().parent.parent
 JUDGES = ("distillmos", "nisqa_tts", "dnsmos_ovrl", "dnsmos_sig", "dnsmos_bak")
@@ -52,6 +52,7 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=40)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", type=Path, default=ROOT / "voices" / "default")
+    p.add_argument("--voices", default="joe,heart")
     p.add_argument("--judges-python", required=True)
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "vocoder_edge_bins.json")
     a = p.parse_args()
@@ -59,7 +60,6 @@ def main() -> None:
     import torch
 
     from vocoder.config import VocoderConfig
-    from vocoder.mel import MelSpectrogram
     from vocoder.model import Vocoder
 
     torch.manual_seed(a.seed)
@@ -67,17 +67,14 @@ def main() -> None:
     idx = select(all_lines, a.limit, a.seed)
     lines = [all_lines[i] for i in idx]
     t0 = time.monotonic()
-    _, served_mels = asyncio.run(_serve(a.model, lines))
+    voices = a.voices.split(",")
+    mels = {v: [torch.from_numpy(m.T.copy()) for m in asyncio.run(_serve(a.model, lines, voice=v))[1]] for v in voices}
     shipped = Vocoder.from_dir(a.model / "vocoder").eval()
-    mel_fn = MelSpectrogram(shipped.config)
-    mels = {
-        "served": [torch.from_numpy(m.T.copy()) for m in served_mels],
-        "teacher": [mel_fn(torch.from_numpy(x)) for x in teacher_clips(lines)],
-    }
-    as_shipped = shipped.config.zero_edge_bins
-    flipped = Vocoder(VocoderConfig.from_dict({**shipped.config.to_dict(), "zero_edge_bins": not as_shipped}))
-    flipped.load_state_dict(shipped.state_dict())
-    variants = {f"zero_edge_bins={as_shipped}": shipped, f"zero_edge_bins={not as_shipped}": flipped.eval()}
+    variants = {}
+    for name, dc, nyquist in (("none", False, False), ("nyquist", False, True), ("dc+nyquist", True, True)):
+        config = {**shipped.config.to_dict(), "zero_dc_bin": dc, "zero_nyquist_bin": nyquist}
+        variants[name] = Vocoder(VocoderConfig.from_dict(config)).eval()
+        variants[name].load_state_dict(shipped.state_dict())
     sr = shipped.config.sample_rate
     work = Path(tempfile.mkdtemp(prefix="edge_bins_"))
     manifest: list[dict] = []
@@ -99,42 +96,34 @@ def main() -> None:
 
     summary: dict = {}
     figures = ("below_20hz", "above_10k5", "rms_dbfs", "peak_dbfs", *JUDGES)
-    table = ["| mel | variant | energy < 20 Hz | energy > 10.5 kHz | RMS / peak dBFS | " + " | ".join(JUDGES) + " |"]
-    table.append("|" + " --- |" * (5 + len(JUDGES)))
+    head = "| voice | zeroed | energy < 20 Hz | energy > 10.5 kHz | RMS / peak dBFS | " + " | ".join(JUDGES) + " |"
+    table = [head, "|" + " --- |" * (5 + len(JUDGES))]
     for source in mels:
-        for name in variants:
-            rs = [r for r in rows if r["source"] == source and r["variant"] == name]
-            s = {f: float(np.mean([r[f] for r in rs])) for f in figures}
+        by = {
+            name: {r["index"]: r for r in rows if r["source"] == source and r["variant"] == name} for name in variants
+        }
+        for name, rs in by.items():
+            s = {f: float(np.mean([r[f] for r in rs.values()])) for f in figures}
             summary[f"{source}|{name}"] = s
             table.append(
                 f"| {source} | {name} | {100 * s['below_20hz']:.1f} % | {100 * s['above_10k5']:.1f} % | "
                 f"{s['rms_dbfs']:.1f} / {s['peak_dbfs']:.1f} | " + " | ".join(f"{s[j]:.2f}" for j in JUDGES) + " |"
             )
-        # paired: flipped minus as shipped, per clip
-        base, other = list(variants)
-        diffs = {}
-        for j in JUDGES:
-            d = [
-                r2[j] - r1[j]
-                for r1 in rows
-                if r1["source"] == source and r1["variant"] == base
-                for r2 in rows
-                if r2["source"] == source and r2["variant"] == other and r2["index"] == r1["index"]
-            ]
-            diffs[j] = {
-                "mean": float(np.mean(d)),
-                "se": float(np.std(d, ddof=1) / np.sqrt(len(d))),
-                "higher": int(sum(x > 0 for x in d)),
-                "n": len(d),
-            }
-        summary[f"{source}|{other} - {base}"] = diffs
-        table.append(
-            f"| {source} | paired difference, {other} − {base} (± s.e.; clips higher) | | | | "
-            + " | ".join(
+        for name in list(variants)[1:]:  # paired against "none", per clip
+            diffs = {}
+            for j in JUDGES:
+                d = [by[name][i][j] - by["none"][i][j] for i in by["none"]]
+                diffs[j] = {
+                    "mean": float(np.mean(d)),
+                    "se": float(np.std(d, ddof=1) / np.sqrt(len(d))),
+                    "higher": int(sum(x > 0 for x in d)),
+                    "n": len(d),
+                }
+            summary[f"{source}|{name} - none"] = diffs
+            cells = " | ".join(
                 f"{diffs[j]['mean']:+.2f} ± {diffs[j]['se']:.2f} ({diffs[j]['higher']}/{diffs[j]['n']})" for j in JUDGES
             )
-            + " |"
-        )
+            table.append(f"| {source} | {name} − none (± s.e.; clips higher) | | | | {cells} |")
     print("\n".join(table))
     result = {
         "command": machine.command(),
@@ -143,6 +132,7 @@ def main() -> None:
         "limit": a.limit,
         "model": str(a.model),
         "vocoder_config": dataclasses.asdict(shipped.config),
+        "voices": voices,
         "indices": idx,
         "wall_s": round(time.monotonic() - t0, 1),
         "summary": summary,

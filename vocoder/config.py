@@ -72,11 +72,15 @@ class VocoderConfig:
     output_gain: float = 1.0
     """Fixed scale of the waveform (of the magnitudes, the iSTFT being linear): headroom for a vocoder
     trained on peak-normalized audio, whose peaks overshoot full scale (voices/default: 0.5)."""
-    zero_edge_bins: bool = False
-    """Set each frame's DC and Nyquist bins to zero. Speech has nothing there, the mel (0-8 kHz, no DC weight)
-    never sees them, and a network left free there can fill them: voices/default's vocoder puts both at
-    `mag_clip` in every frame, a sub-100 Hz rumble and an 11 kHz whine carrying two thirds of its output
-    energy (benchmarks/RESULTS.md, "The vocoder's DC and Nyquist bins")."""
+    zero_nyquist_bin: bool = False
+    """Set each frame's Nyquist bin (11,025 Hz) to zero. The mel (0-8 kHz) never sees it, and a network left
+    free there can fill it: voices/default's vocoder drove it past `mag_clip` in every frame (where the clip
+    passes no gradient back), an 11 kHz whine carrying about half of its output energy; zeroed, no judge
+    scores lower (benchmarks/RESULTS.md, "The vocoder's DC and Nyquist bins")."""
+    zero_dc_bin: bool = False
+    """Set each frame's DC bin to zero. voices/default's vocoder fills it as it does the Nyquist bin (a
+    sub-20 Hz wander, frame-rate sidebands up to ~170 Hz, ~20 % of its energy), but the judges disagree on
+    it: zeroed, DNSMOS OVRL rises ~0.27 and DistillMOS falls (joe -0.05, heart -0.46), so that voice keeps it."""
 
     def __post_init__(self) -> None:
         def need(ok: bool, msg: str) -> None:
@@ -109,9 +113,8 @@ class VocoderConfig:
             isinstance(self.lookahead, int) and 0 <= self.lookahead <= MAX_LOOKAHEAD,
             f"lookahead must be an int in [0, {MAX_LOOKAHEAD}] frames, got {self.lookahead!r}",
         )
-        need(
-            isinstance(self.zero_edge_bins, bool), f"zero_edge_bins must be true or false, got {self.zero_edge_bins!r}"
-        )
+        for name in ("zero_nyquist_bin", "zero_dc_bin"):
+            need(isinstance(getattr(self, name), bool), f"{name} must be true or false, got {getattr(self, name)!r}")
         need(
             self.lookahead < self.kernel_size,
             f"lookahead ({self.lookahead}) must be smaller than kernel_size ({self.kernel_size})",

@@ -27,7 +27,7 @@ class ISTFTHead(nn.Module):
     """Hidden frames `(B, dim, T)` -> waveform `(B, T * hop)` via predicted log-magnitude and phase.
 
     A linear layer predicts `n_fft + 2` values per frame: `n_fft / 2 + 1` log-magnitudes (exp'd and
-    clipped at `mag_clip`, then scaled by `gain`; with `zero_edge_bins` the DC and Nyquist ones set to 0)
+    clipped at `mag_clip`, then scaled by `gain`; with `zero_dc_bin` / `zero_nyquist_bin` those set to 0)
     and as many phases (radians, used through cos/sin so no wrapping issue).
     """
 
@@ -43,11 +43,16 @@ class ISTFTHead(nn.Module):
         mag_clip: float,
         gain: float = 1.0,
         *,
-        zero_edge_bins: bool = False,
+        zero_dc_bin: bool = False,
+        zero_nyquist_bin: bool = False,
     ):
         super().__init__()
         self.n_fft, self.hop_length, self.mag_clip, self.gain = n_fft, hop_length, mag_clip, gain
-        self.zero_edge_bins = zero_edge_bins
+        # per bin: 0 where `VocoderConfig.zero_dc_bin` / `zero_nyquist_bin` zero it; None when none is
+        keep = torch.ones(n_fft // 2 + 1, 1)
+        keep[0], keep[-1] = float(not zero_dc_bin), float(not zero_nyquist_bin)
+        self.keep: Tensor | None
+        self.register_buffer("keep", keep if (zero_dc_bin or zero_nyquist_bin) else None, persistent=False)
         self.pad = (n_fft - hop_length) // 2
         self.out = nn.Linear(dim, n_fft + 2)
         window = hann_window(win_length, n_fft)
@@ -61,8 +66,8 @@ class ISTFTHead(nn.Module):
         mag = torch.exp(log_mag).clamp(max=self.mag_clip)
         if self.gain != 1.0:  # the waveform's scale (`VocoderConfig.output_gain`)
             mag = mag * self.gain
-        if self.zero_edge_bins:  # no DC, no Nyquist (`VocoderConfig.zero_edge_bins`)
-            mag = torch.nn.functional.pad(mag[:, 1:-1], (0, 0, 1, 1))
+        if self.keep is not None:  # the DC and/or Nyquist bin zeroed
+            mag = mag * self.keep
         spec = torch.complex(mag * torch.cos(phase), mag * torch.sin(phase))
         frames: Tensor = torch.fft.irfft(spec, n=self.n_fft, dim=1)
         return frames * self.window.float()[None, :, None]

@@ -40,7 +40,14 @@ class Vocoder(nn.Module):
         )
         self.final_norm = nn.LayerNorm(c.dim, eps=1e-6)
         self.head = ISTFTHead(
-            c.dim, c.n_fft, c.hop_length, c.win_length, c.mag_clip, c.output_gain, zero_edge_bins=c.zero_edge_bins
+            c.dim,
+            c.n_fft,
+            c.hop_length,
+            c.win_length,
+            c.mag_clip,
+            c.output_gain,
+            zero_dc_bin=c.zero_dc_bin,
+            zero_nyquist_bin=c.zero_nyquist_bin,
         )
         self.apply(self._init_weights)
 
