@@ -72,11 +72,11 @@ class VocoderConfig:
     output_gain: float = 1.0
     """Fixed scale of the waveform (of the magnitudes, the iSTFT being linear): headroom for a vocoder
     trained on peak-normalized audio, whose peaks overshoot full scale (voices/default: 0.5)."""
-    zero_nyquist_bin: bool = False
+    zero_nyquist_bin: bool = True
     """Set each frame's Nyquist bin (11,025 Hz) to zero. The mel (0-8 kHz) never sees it, and a network left
-    free there can fill it: voices/default's vocoder drove it past `mag_clip` in every frame (where the clip
-    passes no gradient back), an 11 kHz whine carrying about half of its output energy; zeroed, no judge
-    scores lower (benchmarks/RESULTS.md, "The vocoder's DC and Nyquist bins")."""
+    free there can fill it: voices/default's vocoder, trained with it free, drove it past `mag_clip` in every
+    frame (where the clip passes no gradient back), an 11 kHz whine carrying about half of its output energy;
+    zeroed, no judge scores lower (benchmarks/RESULTS.md, "The vocoder's DC and Nyquist bins")."""
     zero_dc_bin: bool = False
     """Set each frame's DC bin to zero. voices/default's vocoder fills it as it does the Nyquist bin (a
     sub-20 Hz wander, frame-rate sidebands up to ~170 Hz, ~20 % of its energy), but the judges disagree on
