@@ -1,6 +1,7 @@
 """Write a voice model directory (docs/model-format.md) from the two training checkpoints.
 
     python -m training.export ACOUSTIC_CKPT VOCODER_CKPT OUT_DIR [--name uttera-en-joe-distilled] [--output-gain 0.5]
+    python -m training.export VOICE_DIR VOCODER_CKPT OUT_DIR    # a new vocoder beside an exported acoustic model
 
 A checkpoint trained on several voices (train_acoustic.py's DIR:ID:TOKEN form) gets config.json's `voices`
 list: each voice's id, voice token and card (VOICE_CARDS).
@@ -17,7 +18,7 @@ import shutil
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 from training.model import AcousticConfig, UtteraTTS
 
@@ -82,12 +83,20 @@ def main() -> None:
     from vocoder.model import Vocoder
 
     out = Path(a.out)
-    st = torch.load(a.acoustic_ckpt, map_location="cpu", weights_only=False)
-    model = UtteraTTS(AcousticConfig(**{**st["config"], "dropout": 0.0}))
-    model.load_state_dict(st["model"])
-    tokens = {k: v for k, v in st.get("voice_tokens", {}).items() if v is not None}
-    voices = [{"id": v, "voice_token": t, **VOICE_CARDS[v]} for v, t in tokens.items()] if len(tokens) > 1 else None
-    export_acoustic(model, out, {**DEFAULT_VOICE, "name": a.name}, voices)
+    src = Path(a.acoustic_ckpt)
+    if src.is_dir():  # an exported voice: its acoustic model (and phoneme table) as they are
+        out.mkdir(parents=True, exist_ok=True)
+        for name in ("config.json", "model.safetensors"):
+            shutil.copy(src / name, out / name)
+        params = f"{sum(t.numel() for t in load_file(str(src / 'model.safetensors')).values()) / 1e6:.2f}"
+    else:
+        st = torch.load(src, map_location="cpu", weights_only=False)
+        model = UtteraTTS(AcousticConfig(**{**st["config"], "dropout": 0.0}))
+        model.load_state_dict(st["model"])
+        tokens = {k: v for k, v in st.get("voice_tokens", {}).items() if v is not None}
+        voices = [{"id": v, "voice_token": t, **VOICE_CARDS[v]} for v, t in tokens.items()] if len(tokens) > 1 else None
+        export_acoustic(model, out, {**DEFAULT_VOICE, "name": a.name}, voices)
+        params = f"{model.num_params() / 1e6:.2f}"
     vt = torch.load(a.vocoder_ckpt, map_location="cpu", weights_only=False)
     vocoder = Vocoder(VocoderConfig.from_dict({**vt["config"], "output_gain": a.output_gain}))
     vocoder.load_state_dict(vt["model"])
@@ -100,7 +109,7 @@ def main() -> None:
         p.chmod(0o755 if p.is_dir() else 0o644)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     print(
-        f"exported {out}: acoustic {model.num_params() / 1e6:.2f} M params, vocoder "
+        f"exported {out}: acoustic {params} M params, vocoder "
         f"{vocoder.num_params() / 1e6:.2f} M params, {size / 1e6:.1f} MB on disk",
         flush=True,
     )

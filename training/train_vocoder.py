@@ -173,13 +173,15 @@ def make_generator(
             net = hifigan.HifiGan(dataclasses.replace(pretrained.config, output_gain=1.0))  # trained at unit gain
             net.load_state_dict(pretrained.state_dict())
         return net, VocoderConfig(**{k: getattr(net.config, k) for k in ANALYSIS_KEYS}, log_clamp=net.config.log_clamp)
+    edges = {k: v for k, v in over.items() if k in ("zero_dc_bin", "zero_nyquist_bin")}  # no weight changes shape
+    over = {k: v for k, v in over.items() if k not in edges}
     if saved is not None:
         config = VocoderConfig.from_dict(saved)
     elif init:
         # Trained at unit gain on peak-normalized audio; export.py applies the serving headroom.
-        config = dataclasses.replace(VocoderConfig.load(init), output_gain=1.0)
+        config = dataclasses.replace(VocoderConfig.load(init), output_gain=1.0, **edges)
     else:
-        config = VocoderConfig(**over)
+        config = VocoderConfig(**over, **edges)
     model = Vocoder(config)
     if init and saved is None:
         model.load_state_dict(Vocoder.from_dir(init, dtype=torch.float32).state_dict())
@@ -242,6 +244,12 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=None)
     parser.add_argument("--intermediate-dim", type=int, default=None)
     parser.add_argument("--num-layers", type=int, default=None)
+    parser.add_argument(
+        "--zero-dc-bin",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="zero the head's DC bin (VocoderConfig.zero_dc_bin; also over --init's config)",
+    )
     a = parser.parse_args()
 
     torch.manual_seed(a.seed)
@@ -253,7 +261,8 @@ def main() -> None:
     state = torch.load(ckpt_path, map_location="cpu", weights_only=False) if a.resume and ckpt_path.exists() else None
     if state is not None and state.get("arch", "voice") != a.arch:
         raise SystemExit(f"{ckpt_path} holds a {state.get('arch', 'voice')} vocoder, not --arch {a.arch}")
-    over = {k: getattr(a, k) for k in ("dim", "intermediate_dim", "num_layers") if getattr(a, k) is not None}
+    keys = ("dim", "intermediate_dim", "num_layers", "zero_dc_bin")
+    over = {k: getattr(a, k) for k in keys if getattr(a, k) is not None}
     model, config = make_generator(a.arch, a.init, state["config"] if state else None, over)
     model = model.to(a.device).train()
     generate: Callable[[torch.Tensor], torch.Tensor] = model.generate if isinstance(model, hifigan.HifiGan) else model

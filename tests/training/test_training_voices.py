@@ -173,3 +173,37 @@ def test_vocoder_learns_from_predicted_mels_from_an_init(synthetic_data, tmp_pat
     state = torch.load(run / "ckpt.pt", weights_only=False)
     assert state["step"] == 2 and "disc" in state
     assert state["config"]["dim"] == 16 and state["config"]["output_gain"] == 1.0  # trained at unit gain
+
+
+def test_vocoder_zero_dc_bin_over_an_init_then_export_beside_a_voice(synthetic_data, tmp_path, monkeypatch):
+    """`--zero-dc-bin` changes the --init vocoder's config, not its weights; `export VOICE_DIR CKPT OUT` puts
+    the trained vocoder beside the voice's acoustic model, byte for byte."""
+    from training import export, train_vocoder
+    from training.export import DEFAULT_VOICE, export_acoustic, export_vocoder
+    from training.model import UtteraTTS
+    from vocoder.config import VocoderConfig
+    from vocoder.model import Vocoder
+
+    synth, _ = synthetic_data
+    torch.manual_seed(0)
+    voice = tmp_path / "voice"
+    export_acoustic(UtteraTTS(tiny_acoustic_config()).eval(), voice, DEFAULT_VOICE)
+    export_vocoder(Vocoder.random(VocoderConfig(dim=16, intermediate_dim=32, num_layers=1)), voice)
+    assert VocoderConfig.load(voice / "vocoder").zero_dc_bin is False
+    run = tmp_path / "voc"
+    args = [str(synth), str(run), "--device", "cpu", "--batch", "2", "--segment-frames", "16", "--max-steps", "1"]
+    run_main(train_vocoder, [*args, "--init", str(voice / "vocoder"), "--zero-dc-bin", "--gan-after", "2"], monkeypatch)
+    state = torch.load(run / "ckpt.pt", weights_only=False)
+    assert state["config"]["zero_dc_bin"] is True and state["config"]["dim"] == 16
+
+    out = tmp_path / "out"
+    run_main(export, [str(voice), str(run / "ckpt.pt"), str(out)], monkeypatch)
+    for name in ("config.json", "model.safetensors"):
+        assert (out / name).read_bytes() == (voice / name).read_bytes()
+    exported = VocoderConfig.load(out / "vocoder")
+    assert exported.zero_dc_bin is True and exported.output_gain == export.OUTPUT_GAIN
+    reloaded = Vocoder.from_dir(out / "vocoder", dtype=torch.float32)
+    served = reloaded.state_dict()
+    assert state["model"].keys() == served.keys()
+    for name, weight in state["model"].items():
+        assert torch.equal(served[name], weight.half().float()), name  # fp16 on disk
