@@ -188,7 +188,6 @@ collect)
   cp -r $W/voice $W/voice_r8 $W/pack/ 2>/dev/null
   # an acoustic model copied unchanged from voices/default (the hifigan mode) does not travel back
   cmp -s $W/pack/voice/model.safetensors voices/default/model.safetensors && rm $W/pack/voice/model.safetensors
-  cp $W/vocoder.out $W/pack/logs/ 2>/dev/null
   tar -C $W/pack -cf $W/result.tar . && split -b 15M -d $W/result.tar "$OUT/result.tar.part"
   cp $W/pipeline.log "$OUT/pipeline.log"
   ls -la "$OUT"
