@@ -1,0 +1,193 @@
+"""Vocoders side by side on the served acoustic model's mel: paired judges per clip against the first one.
+
+    python -m benchmarks.vocoder_ab --judges-python /tmp/judges/bin/python \\
+        --vocoder shipped=voices/default/vocoder --vocoder new=PATH [--vocoder universal=hifigan-universal] \\
+        [--voices joe,heart] [--limit 40] [--seed 0] [--model voices/default] [--out benchmarks/results/X.json]
+
+A vocoder is `NAME=SOURCE`: SOURCE is a directory with `config.json` + `model.safetensors` (the voice's
+streaming vocoder, `vocoder.model.Vocoder`, or a HiFi-GAN saved by `HifiGan.save`, told apart by the
+config's keys) or the name of a packaged HiFi-GAN (`hifigan-universal`). The first one is the reference
+of the paired differences.
+
+Sentences: the seeded held-out sample of `naturalness_stages.py` (`quality.select`). Per voice, the served
+model's own mel of each sentence (the mel the server's vocoder got, tapped as `naturalness_stages._serve`
+does) goes through every vocoder offline (offline equals streamed for each: tests/vocoder). Per clip: the
+energy shares and levels of `band_shares` and the judges of `judge_audio.py` (DistillMOS, NISQA-TTS, DNSMOS)
+in their own interpreter, all clips in one pass. Prints a table; writes JSON (command, means per voice and
+vocoder, paired per-clip differences against the first vocoder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks import machine
+from benchmarks.naturalness_stages import _serve, judge
+
+ROOT = Path(__file__).resolve().parent.parent
+JUDGES = ("distillmos", "nisqa_tts", "dnsmos_ovrl", "dnsmos_sig", "dnsmos_bak")
+FIGURES = ("below_20hz", "above_10k5", "rms_dbfs", "peak_dbfs", *JUDGES)
+
+
+def band_shares(x: np.ndarray, sr: int) -> dict:
+    """Share of the clip's energy below 20 Hz and above 10.5 kHz; RMS and peak in dBFS."""
+    power = np.abs(np.fft.rfft(x.astype(np.float64))) ** 2
+    freqs = np.fft.rfftfreq(len(x), 1 / sr)
+    total = max(float(power.sum()), 1e-30)
+    return {
+        "below_20hz": float(power[freqs < 20].sum() / total),
+        "above_10k5": float(power[freqs > 10500].sum() / total),
+        "rms_dbfs": float(10 * np.log10(max(float(np.mean(x.astype(np.float64) ** 2)), 1e-20))),
+        "peak_dbfs": float(20 * np.log10(max(float(np.abs(x).max()), 1e-10))),
+    }
+
+
+def load_vocoder(source: str):
+    """`source` (see the module docstring) as an eval-mode CPU module mapping `(B, 80, T)` log-mel to audio."""
+    from vocoder import hifigan
+    from vocoder.model import Vocoder
+
+    if source in hifigan.CHECKPOINTS:
+        return hifigan.HifiGan.from_package(source)
+    keys = json.loads((Path(source) / "config.json").read_text())
+    if "upsample_rates" in keys:
+        return hifigan.HifiGan.from_dir(source)
+    return Vocoder.from_dir(source).eval()
+
+
+def paired(rows_by_name: Mapping[str, Mapping[int, dict]], name: str, reference: str) -> dict:
+    """Per judge: mean and standard error of `name − reference` over the clips both have, and how many are higher."""
+    out = {}
+    for j in JUDGES:
+        d = [rows_by_name[name][i][j] - rows_by_name[reference][i][j] for i in rows_by_name[reference]]
+        out[j] = {
+            "mean": float(np.mean(d)),
+            "se": float(np.std(d, ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0,
+            "higher": int(sum(x > 0 for x in d)),
+            "n": len(d),
+        }
+    return out
+
+
+def compare(
+    mels: Mapping[str, list],
+    indices: list[int],
+    vocoders: Mapping[str, Callable],
+    sr: int,
+    judges_python: str,
+    label: str = "vocoder",
+) -> tuple[dict, list[str]]:
+    """Every voice's mels through every vocoder, judged in one pass; returns (summary, markdown table lines)."""
+    import torch
+
+    work = Path(tempfile.mkdtemp(prefix="vocoder_ab_"))
+    manifest: list[dict] = []
+    rows: list[dict] = []
+    with torch.inference_mode():
+        for voice, voice_mels in mels.items():
+            for n, mel in enumerate(voice_mels):
+                for name, net in vocoders.items():
+                    x = net(mel[None].float())[0].numpy().astype(np.float32)
+                    key = f"{voice}|{name}|{indices[n]}"
+                    path = work / f"{len(manifest):04d}.npy"
+                    np.save(path, x)
+                    manifest.append({"key": key, "path": str(path), "sr": sr})
+                    rows.append({"key": key, "voice": voice, "name": name, "index": indices[n], **band_shares(x, sr)})
+    print(f"judging {len(manifest)} clips (in {work})", flush=True)
+    scores = {s["key"]: s for s in judge(judges_python, manifest, work)}
+    for row in rows:
+        row.update({j: scores[row["key"]].get(j) for j in JUDGES})
+
+    summary: dict = {}
+    head = f"| voice | {label} | energy < 20 Hz | energy > 10.5 kHz | RMS / peak dBFS | " + " | ".join(JUDGES) + " |"
+    table = [head, "|" + " --- |" * (5 + len(JUDGES))]
+    names = list(vocoders)
+    for voice in mels:
+        by = {name: {r["index"]: r for r in rows if r["voice"] == voice and r["name"] == name} for name in names}
+        for name, rs in by.items():
+            s = {f: float(np.mean([r[f] for r in rs.values()])) for f in FIGURES}
+            summary[f"{voice}|{name}"] = s
+            table.append(
+                f"| {voice} | {name} | {100 * s['below_20hz']:.1f} % | {100 * s['above_10k5']:.1f} % | "
+                f"{s['rms_dbfs']:.1f} / {s['peak_dbfs']:.1f} | " + " | ".join(f"{s[j]:.2f}" for j in JUDGES) + " |"
+            )
+        for name in names[1:]:
+            diffs = paired(by, name, names[0])
+            summary[f"{voice}|{name} - {names[0]}"] = diffs
+            cells = " | ".join(
+                f"{diffs[j]['mean']:+.2f} ± {diffs[j]['se']:.2f} ({diffs[j]['higher']}/{diffs[j]['n']})" for j in JUDGES
+            )
+            table.append(f"| {voice} | {name} − {names[0]} (± s.e.; clips higher) | | | | {cells} |")
+    return summary, table
+
+
+def served_mels(model: Path, sentences: Path, limit: int, seed: int, voices: list[str]) -> tuple[list[int], dict]:
+    """The seeded held-out sample's indices and, per voice, the served model's mel `(80, T)` of each sentence."""
+    import torch
+
+    from benchmarks.quality import select
+
+    all_lines = [x for x in sentences.read_text().splitlines() if x.strip()]
+    idx = select(all_lines, limit, seed)
+    lines = [all_lines[i] for i in idx]
+    mels = {v: [torch.from_numpy(m.T.copy()) for m in asyncio.run(_serve(model, lines, voice=v))[1]] for v in voices}
+    return idx, mels
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--vocoder", action="append", required=True, help="NAME=SOURCE; the first is the reference")
+    p.add_argument("--sentences", type=Path, default=ROOT / "training" / "eval_sentences.txt")
+    p.add_argument("--limit", type=int, default=40)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--model", type=Path, default=ROOT / "voices" / "default")
+    p.add_argument("--voices", default="joe,heart")
+    p.add_argument("--judges-python", required=True)
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "vocoder_ab.json")
+    a = p.parse_args()
+    specs = dict(v.split("=", 1) for v in a.vocoder)
+    if len(specs) < 2 or any(not k or not s for k, s in specs.items()):
+        p.error("give at least two --vocoder NAME=SOURCE with distinct names")
+
+    import torch
+
+    torch.manual_seed(a.seed)
+    t0 = time.monotonic()
+    vocoders = {name: load_vocoder(source) for name, source in specs.items()}
+    rates = {net.config.sample_rate for net in vocoders.values()}
+    if len(rates) != 1:
+        p.error(f"the vocoders' sample rates differ: {sorted(rates)}")
+    voices = a.voices.split(",")
+    idx, mels = served_mels(a.model, a.sentences, a.limit, a.seed, voices)
+    print(f"served mels: {time.monotonic() - t0:.0f} s", flush=True)
+    summary, table = compare(mels, idx, vocoders, rates.pop(), a.judges_python)
+    print("\n".join(table))
+    result = {
+        "command": machine.command(),
+        "machine": machine.describe(),
+        "seed": a.seed,
+        "limit": a.limit,
+        "model": str(a.model),
+        "vocoders": specs,
+        "vocoder_configs": {name: net.config.to_dict() for name, net in vocoders.items()},
+        "voices": voices,
+        "indices": idx,
+        "wall_s": round(time.monotonic() - t0, 1),
+        "summary": summary,
+        "table_md": "\n".join(table),
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(result, indent=1))
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""benchmarks/vocoder_ab.py: which vocoder a source names, and the paired differences against the first."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from benchmarks.vocoder_ab import JUDGES, band_shares, load_vocoder, paired
+from vocoder.config import VocoderConfig
+from vocoder.model import Vocoder
+
+
+def test_a_streaming_vocoder_directory_loads_as_one(tmp_path):
+    config = VocoderConfig(dim=32, intermediate_dim=64, num_layers=1)
+    net = Vocoder(config)
+    net.save(tmp_path / "voc")
+    loaded = load_vocoder(str(tmp_path / "voc"))
+    assert isinstance(loaded, Vocoder)
+    mel = torch.full((1, 80, 5), -5.0)
+    assert loaded(mel).shape == (1, 5 * config.hop_length)
+
+
+def test_a_hifigan_directory_is_told_apart_by_its_config(tmp_path):
+    from vocoder.hifigan import HifiGan, HifiGanConfig
+
+    config = HifiGanConfig(upsample_initial_channel=16)
+    HifiGan(config).save(tmp_path / "hg")
+    assert "upsample_rates" in json.loads((tmp_path / "hg" / "config.json").read_text())
+    assert isinstance(load_vocoder(str(tmp_path / "hg")), HifiGan)
+
+
+def test_paired_differences_are_per_clip_against_the_reference():
+    ref = {i: dict.fromkeys(JUDGES, 3.0) for i in range(4)}
+    new = {i: dict.fromkeys(JUDGES, 3.0 + (0.5 if i < 3 else -0.5)) for i in range(4)}
+    d = paired({"ref": ref, "new": new}, "new", "ref")
+    for j in JUDGES:
+        assert d[j]["mean"] == pytest.approx(0.25)
+        assert d[j]["higher"] == 3 and d[j]["n"] == 4
+        assert d[j]["se"] == pytest.approx(np.std([0.5, 0.5, 0.5, -0.5], ddof=1) / 2)
+
+
+def test_band_shares_of_a_pure_tone():
+    sr = 22050
+    t = np.arange(sr) / sr
+    high = band_shares(0.5 * np.sin(2 * np.pi * 11000 * t), sr)
+    assert high["above_10k5"] > 0.99 and high["below_20hz"] < 1e-6
+    assert high["peak_dbfs"] == pytest.approx(20 * np.log10(0.5), abs=0.01)
