@@ -2,16 +2,20 @@
 
     python -m benchmarks.vocoder_ab --judges-python /tmp/judges/bin/python \\
         --vocoder shipped=voices/default/vocoder --vocoder new=PATH [--vocoder universal=hifigan-universal] \\
-        [--voices joe,heart] [--limit 40] [--seed 0] [--model voices/default] [--out benchmarks/results/X.json]
+        [--voices joe,heart] [--limit 40] [--seed 0] [--model voices/default] [--mel served|teacher] \\
+        [--pair NAME,REFERENCE ...] [--out benchmarks/results/X.json]
 
 A vocoder is `NAME=SOURCE`: SOURCE is a directory with `config.json` + `model.safetensors` (the voice's
 streaming vocoder, `vocoder.model.Vocoder`, or a HiFi-GAN saved by `HifiGan.save`, told apart by the
 config's keys) or the name of a packaged HiFi-GAN (`hifigan-universal`). The first one is the reference
-of the paired differences.
+of the paired differences; `--pair NAME,REFERENCE` adds others.
 
 Sentences: the seeded held-out sample of `naturalness_stages.py` (`quality.select`). Per voice, the served
 model's own mel of each sentence (the mel the server's vocoder got, tapped as `naturalness_stages._serve`
-does) goes through every vocoder offline (offline equals streamed for each: tests/vocoder). Per clip: the
+does) goes through every vocoder offline (offline equals streamed for each: tests/vocoder). `--mel teacher`:
+copy synthesis instead, the log-mel of the teacher's own audio (stage a of `naturalness_stages.py`; joe only,
+its teacher is Piper at the vocoders' rate), which tells a vocoder's own loss from what it makes of the
+acoustic model's mel. Per clip: the
 energy shares and levels of `band_shares` and the judges of `judge_audio.py` (DistillMOS, NISQA-TTS, DNSMOS)
 in their own interpreter, all clips in one pass. Prints a table; writes JSON (command, means per voice and
 vocoder, paired per-clip differences against the first vocoder).
@@ -84,6 +88,7 @@ def compare(
     sr: int,
     judges_python: str,
     label: str = "vocoder",
+    pairs: list[tuple[str, str]] | None = None,
 ) -> tuple[dict, list[str]]:
     """Every voice's mels through every vocoder, judged in one pass; returns (summary, markdown table lines)."""
     import torch
@@ -119,13 +124,13 @@ def compare(
                 f"| {voice} | {name} | {100 * s['below_20hz']:.1f} % | {100 * s['above_10k5']:.1f} % | "
                 f"{s['rms_dbfs']:.1f} / {s['peak_dbfs']:.1f} | " + " | ".join(f"{s[j]:.2f}" for j in JUDGES) + " |"
             )
-        for name in names[1:]:
-            diffs = paired(by, name, names[0])
-            summary[f"{voice}|{name} - {names[0]}"] = diffs
+        for name, reference in [(n, names[0]) for n in names[1:]] + (pairs or []):
+            diffs = paired(by, name, reference)
+            summary[f"{voice}|{name} - {reference}"] = diffs
             cells = " | ".join(
                 f"{diffs[j]['mean']:+.2f} ± {diffs[j]['se']:.2f} ({diffs[j]['higher']}/{diffs[j]['n']})" for j in JUDGES
             )
-            table.append(f"| {voice} | {name} − {names[0]} (± s.e.; clips higher) | | | | {cells} |")
+            table.append(f"| {voice} | {name} − {reference} (± s.e.; clips higher) | | | | {cells} |")
     return summary, table
 
 
@@ -142,6 +147,24 @@ def served_mels(model: Path, sentences: Path, limit: int, seed: int, voices: lis
     return idx, mels
 
 
+def teacher_mels(model: Path, sentences: Path, limit: int, seed: int) -> tuple[list[int], dict]:
+    """Copy synthesis: the same sample's indices and joe's teacher audio of each sentence analysed to log-mel
+    `(80, T)` with the voice's vocoder's analysis (`naturalness_stages.teacher_clips`, stage a)."""
+    import torch
+
+    from benchmarks.naturalness_stages import teacher_clips
+    from benchmarks.quality import select
+    from vocoder.config import VocoderConfig
+    from vocoder.mel import MelSpectrogram
+
+    all_lines = [x for x in sentences.read_text().splitlines() if x.strip()]
+    idx = select(all_lines, limit, seed)
+    mel_fn = MelSpectrogram(VocoderConfig.load(model / "vocoder" / "config.json"))
+    with torch.inference_mode():
+        mels = [mel_fn(torch.from_numpy(x)) for x in teacher_clips([all_lines[i] for i in idx])]
+    return idx, {"joe": mels}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--vocoder", action="append", required=True, help="NAME=SOURCE; the first is the reference")
@@ -150,12 +173,19 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", type=Path, default=ROOT / "voices" / "default")
     p.add_argument("--voices", default="joe,heart")
+    p.add_argument("--mel", choices=("served", "teacher"), default="served")
+    p.add_argument("--pair", action="append", default=[], help="NAME,REFERENCE: one more paired difference")
     p.add_argument("--judges-python", required=True)
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "vocoder_ab.json")
     a = p.parse_args()
     specs = dict(v.split("=", 1) for v in a.vocoder)
     if len(specs) < 2 or any(not k or not s for k, s in specs.items()):
         p.error("give at least two --vocoder NAME=SOURCE with distinct names")
+    pairs = [tuple(x.split(",", 1)) for x in a.pair]
+    if any(len(x) != 2 or not set(x) <= set(specs) for x in pairs):
+        p.error("--pair takes NAME,REFERENCE, both names of --vocoder")
+    if a.mel == "teacher" and a.voices != "joe":
+        p.error("--mel teacher is joe's copy synthesis: pass --voices joe")
 
     import torch
 
@@ -166,9 +196,12 @@ def main() -> None:
     if len(rates) != 1:
         p.error(f"the vocoders' sample rates differ: {sorted(rates)}")
     voices = a.voices.split(",")
-    idx, mels = served_mels(a.model, a.sentences, a.limit, a.seed, voices)
-    print(f"served mels: {time.monotonic() - t0:.0f} s", flush=True)
-    summary, table = compare(mels, idx, vocoders, rates.pop(), a.judges_python)
+    if a.mel == "teacher":
+        idx, mels = teacher_mels(a.model, a.sentences, a.limit, a.seed)
+    else:
+        idx, mels = served_mels(a.model, a.sentences, a.limit, a.seed, voices)
+    print(f"{a.mel} mels: {time.monotonic() - t0:.0f} s", flush=True)
+    summary, table = compare(mels, idx, vocoders, rates.pop(), a.judges_python, pairs=pairs)
     print("\n".join(table))
     result = {
         "command": machine.command(),
@@ -179,6 +212,7 @@ def main() -> None:
         "vocoders": specs,
         "vocoder_configs": {name: net.config.to_dict() for name, net in vocoders.items()},
         "voices": voices,
+        "mel": a.mel,
         "indices": idx,
         "wall_s": round(time.monotonic() - t0, 1),
         "summary": summary,

@@ -46,3 +46,24 @@ def test_band_shares_of_a_pure_tone():
     high = band_shares(0.5 * np.sin(2 * np.pi * 11000 * t), sr)
     assert high["above_10k5"] > 0.99 and high["below_20hz"] < 1e-6
     assert high["peak_dbfs"] == pytest.approx(20 * np.log10(0.5), abs=0.01)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--vocoder", "a=x"], "at least two"),
+        (["--vocoder", "a=x", "--vocoder", "b=y", "--pair", "a,c"], "--pair takes NAME,REFERENCE"),
+        (["--vocoder", "a=x", "--vocoder", "b=y", "--mel", "teacher"], "--voices joe"),
+    ],
+)
+def test_the_command_line_refuses_what_it_cannot_compare(args, message):
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "benchmarks.vocoder_ab", "--judges-python", "python3", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2 and message in r.stderr
