@@ -5,9 +5,11 @@
         [--voices joe,heart] [--limit 40] [--seed 0] [--model voices/default] [--mel served|teacher] \\
         [--pair NAME,REFERENCE ...] [--out benchmarks/results/X.json]
 
-A vocoder is `NAME=SOURCE`: SOURCE is a directory with `config.json` + `model.safetensors` (the voice's
-streaming vocoder, `vocoder.model.Vocoder`, or a HiFi-GAN saved by `HifiGan.save`, told apart by the
-config's keys) or the name of a packaged HiFi-GAN (`hifigan-universal`). The first one is the reference
+A vocoder is `NAME=SOURCE[:dc=K][:gain_db=G]`: SOURCE is a directory with `config.json` +
+`model.safetensors` (the voice's streaming vocoder, `vocoder.model.Vocoder`, or a HiFi-GAN saved by
+`HifiGan.save`, told apart by the config's keys) or the name of a packaged HiFi-GAN (`hifigan-universal`);
+`:dc=K` multiplies the streaming vocoder's DC bin by K in every frame (0 is `zero_dc_bin`), `:gain_db=G`
+scales the output by G dB. The first one is the reference
 of the paired differences; `--pair NAME,REFERENCE` adds others.
 
 Sentences: the seeded held-out sample of `naturalness_stages.py` (`quality.select`). Per voice, the served
@@ -54,17 +56,42 @@ def band_shares(x: np.ndarray, sr: int) -> dict:
     }
 
 
-def load_vocoder(source: str):
-    """`source` (see the module docstring) as an eval-mode CPU module mapping `(B, 80, T)` log-mel to audio."""
+class Scaled:
+    """A vocoder's output times a fixed gain (`:gain_db=G`), keeping its `config`."""
+
+    def __init__(self, net, gain_db: float):
+        self.net, self.gain, self.config = net, 10 ** (gain_db / 20), net.config
+
+    def __call__(self, mel):
+        return self.gain * self.net(mel)
+
+
+def load_vocoder(spec: str):
+    """`spec` (see the module docstring) as an eval-mode CPU callable mapping `(B, 80, T)` log-mel to audio."""
     from vocoder import hifigan
     from vocoder.model import Vocoder
 
+    source, *options = spec.split(":")
+    opts = {}
+    for o in options:
+        key, _, value = o.partition("=")
+        if key not in ("dc", "gain_db") or not value:
+            raise ValueError(f"{spec}: options are :dc=K and :gain_db=G, got {o!r}")
+        opts[key] = float(value)
+    net: Vocoder | hifigan.HifiGan
     if source in hifigan.CHECKPOINTS:
-        return hifigan.HifiGan.from_package(source)
-    keys = json.loads((Path(source) / "config.json").read_text())
-    if "upsample_rates" in keys:
-        return hifigan.HifiGan.from_dir(source)
-    return Vocoder.from_dir(source).eval()
+        net = hifigan.HifiGan.from_package(source)
+    elif "upsample_rates" in json.loads((Path(source) / "config.json").read_text()):
+        net = hifigan.HifiGan.from_dir(source)
+    else:
+        net = Vocoder.from_dir(source).eval()
+    if "dc" in opts:
+        if not isinstance(net, Vocoder):
+            raise ValueError(f"{spec}: :dc scales the streaming vocoder's DC bin; {source} is a HiFi-GAN")
+        keep = net.head.keep if net.head.keep is not None else net.head.window.new_ones(net.head.n_fft // 2 + 1, 1)
+        keep[0] = opts["dc"]
+        net.head.keep = keep
+    return Scaled(net, opts["gain_db"]) if "gain_db" in opts else net
 
 
 def paired(rows_by_name: Mapping[str, Mapping[int, dict]], name: str, reference: str) -> dict:

@@ -67,3 +67,22 @@ def test_the_command_line_refuses_what_it_cannot_compare(args, message):
         timeout=120,
     )
     assert r.returncode == 2 and message in r.stderr
+
+
+def test_dc_and_gain_options_scale_the_streaming_vocoder(tmp_path):
+    torch.manual_seed(0)
+    config = VocoderConfig(dim=32, intermediate_dim=64, num_layers=1)
+    Vocoder(config).save(tmp_path / "voc")
+    zeroed = Vocoder(VocoderConfig.from_dict({**config.to_dict(), "zero_dc_bin": True})).eval()
+    zeroed.load_state_dict(Vocoder.from_dir(tmp_path / "voc").state_dict())
+    mel = torch.randn(1, 80, 12) - 4
+    with torch.inference_mode():
+        plain = load_vocoder(str(tmp_path / "voc"))(mel)
+        assert torch.allclose(load_vocoder(f"{tmp_path / 'voc'}:dc=0")(mel), zeroed(mel), atol=1e-6)
+        assert torch.allclose(load_vocoder(f"{tmp_path / 'voc'}:dc=1")(mel), plain, atol=1e-6)
+        half = load_vocoder(f"{tmp_path / 'voc'}:dc=0.5")(mel)
+        assert not torch.allclose(half, plain) and not torch.allclose(half, zeroed(mel))
+        louder = load_vocoder(f"{tmp_path / 'voc'}:gain_db=6")(mel)
+        assert torch.allclose(louder, plain * 10 ** (6 / 20), atol=1e-6)
+    with pytest.raises(ValueError, match="options are"):
+        load_vocoder(f"{tmp_path / 'voc'}:bass=1")
