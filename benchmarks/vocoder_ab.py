@@ -5,11 +5,13 @@
         [--voices joe,heart] [--limit 40] [--seed 0] [--model voices/default] [--mel served|teacher] \\
         [--pair NAME,REFERENCE ...] [--out benchmarks/results/X.json]
 
-A vocoder is `NAME=SOURCE[:dc=K][:gain_db=G]`: SOURCE is a directory with `config.json` +
+A vocoder is `NAME=SOURCE[:dc=K][:nyquist=K][:gain_db=G]`: SOURCE is a directory with `config.json` +
 `model.safetensors` (the voice's streaming vocoder, `vocoder.model.Vocoder`, or a HiFi-GAN saved by
 `HifiGan.save`, told apart by the config's keys) or the name of a packaged HiFi-GAN (`hifigan-universal`);
-`:dc=K` multiplies the streaming vocoder's DC bin by K in every frame (0 is `zero_dc_bin`), `:gain_db=G`
-scales the output by G dB. The first one is the reference
+`:dc=K` / `:nyquist=K` multiply the streaming vocoder's DC / Nyquist bin by K in every frame (0 is
+`zero_dc_bin` / `zero_nyquist_bin`, 1 keeps the bin whatever the config says), `:gain_db=G` scales the
+output by G dB. The edge bins' section of benchmarks/RESULTS.md is `--vocoder none=voices/default/vocoder:nyquist=1
+--vocoder nyquist=voices/default/vocoder --vocoder dc+nyquist=voices/default/vocoder:dc=0`. The first one is the reference
 of the paired differences; `--pair NAME,REFERENCE` adds others.
 
 Sentences: the seeded held-out sample of `naturalness_stages.py` (`quality.select`). Per voice, the served
@@ -75,8 +77,8 @@ def load_vocoder(spec: str):
     opts = {}
     for o in options:
         key, _, value = o.partition("=")
-        if key not in ("dc", "gain_db") or not value:
-            raise ValueError(f"{spec}: options are :dc=K and :gain_db=G, got {o!r}")
+        if key not in ("dc", "nyquist", "gain_db") or not value:
+            raise ValueError(f"{spec}: options are :dc=K, :nyquist=K and :gain_db=G, got {o!r}")
         opts[key] = float(value)
     net: Vocoder | hifigan.HifiGan
     if source in hifigan.CHECKPOINTS:
@@ -85,11 +87,16 @@ def load_vocoder(spec: str):
         net = hifigan.HifiGan.from_dir(source)
     else:
         net = Vocoder.from_dir(source).eval()
-    if "dc" in opts:
+    bins = {0: opts.get("dc"), -1: opts.get("nyquist")}
+    if any(k is not None for k in bins.values()):
         if not isinstance(net, Vocoder):
-            raise ValueError(f"{spec}: :dc scales the streaming vocoder's DC bin; {source} is a HiFi-GAN")
+            raise ValueError(
+                f"{spec}: :dc and :nyquist scale the streaming vocoder's edge bins; {source} is a HiFi-GAN"
+            )
         keep = net.head.keep if net.head.keep is not None else net.head.window.new_ones(net.head.n_fft // 2 + 1, 1)
-        keep[0] = opts["dc"]
+        for b, k in bins.items():
+            if k is not None:
+                keep[b] = k
         net.head.keep = keep
     return Scaled(net, opts["gain_db"]) if "gain_db" in opts else net
 
@@ -114,7 +121,6 @@ def compare(
     vocoders: Mapping[str, Callable],
     sr: int,
     judges_python: str,
-    label: str = "vocoder",
     pairs: list[tuple[str, str]] | None = None,
 ) -> tuple[dict, list[str]]:
     """Every voice's mels through every vocoder, judged in one pass; returns (summary, markdown table lines)."""
@@ -139,7 +145,7 @@ def compare(
         row.update({j: scores[row["key"]].get(j) for j in JUDGES})
 
     summary: dict = {}
-    head = f"| voice | {label} | energy < 20 Hz | energy > 10.5 kHz | RMS / peak dBFS | " + " | ".join(JUDGES) + " |"
+    head = "| voice | vocoder | energy < 20 Hz | energy > 10.5 kHz | RMS / peak dBFS | " + " | ".join(JUDGES) + " |"
     table = [head, "|" + " --- |" * (5 + len(JUDGES))]
     names = list(vocoders)
     for voice in mels:
@@ -161,15 +167,20 @@ def compare(
     return summary, table
 
 
-def served_mels(model: Path, sentences: Path, limit: int, seed: int, voices: list[str]) -> tuple[list[int], dict]:
-    """The seeded held-out sample's indices and, per voice, the served model's mel `(80, T)` of each sentence."""
-    import torch
-
+def sample(sentences: Path, limit: int, seed: int) -> tuple[list[int], list[str]]:
+    """The seeded held-out sample (`quality.select`): its line indices and lines."""
     from benchmarks.quality import select
 
     all_lines = [x for x in sentences.read_text().splitlines() if x.strip()]
     idx = select(all_lines, limit, seed)
-    lines = [all_lines[i] for i in idx]
+    return idx, [all_lines[i] for i in idx]
+
+
+def served_mels(model: Path, sentences: Path, limit: int, seed: int, voices: list[str]) -> tuple[list[int], dict]:
+    """The seeded held-out sample's indices and, per voice, the served model's mel `(80, T)` of each sentence."""
+    import torch
+
+    idx, lines = sample(sentences, limit, seed)
     mels = {v: [torch.from_numpy(m.T.copy()) for m in asyncio.run(_serve(model, lines, voice=v))[1]] for v in voices}
     return idx, mels
 
@@ -180,15 +191,13 @@ def teacher_mels(model: Path, sentences: Path, limit: int, seed: int) -> tuple[l
     import torch
 
     from benchmarks.naturalness_stages import teacher_clips
-    from benchmarks.quality import select
     from vocoder.config import VocoderConfig
     from vocoder.mel import MelSpectrogram
 
-    all_lines = [x for x in sentences.read_text().splitlines() if x.strip()]
-    idx = select(all_lines, limit, seed)
+    idx, lines = sample(sentences, limit, seed)
     mel_fn = MelSpectrogram(VocoderConfig.load(model / "vocoder" / "config.json"))
     with torch.inference_mode():
-        mels = [mel_fn(torch.from_numpy(x)) for x in teacher_clips([all_lines[i] for i in idx])]
+        mels = [mel_fn(torch.from_numpy(x)) for x in teacher_clips(lines)]
     return idx, {"joe": mels}
 
 

@@ -82,6 +82,9 @@ def test_dc_and_gain_options_scale_the_streaming_vocoder(tmp_path):
         assert torch.allclose(load_vocoder(f"{tmp_path / 'voc'}:dc=1")(mel), plain, atol=1e-6)
         half = load_vocoder(f"{tmp_path / 'voc'}:dc=0.5")(mel)
         assert not torch.allclose(half, plain) and not torch.allclose(half, zeroed(mel))
+        unmasked = Vocoder(VocoderConfig.from_dict({**config.to_dict(), "zero_nyquist_bin": False})).eval()
+        unmasked.load_state_dict(zeroed.state_dict())
+        assert torch.allclose(load_vocoder(f"{tmp_path / 'voc'}:nyquist=1")(mel), unmasked(mel), atol=1e-6)
         louder = load_vocoder(f"{tmp_path / 'voc'}:gain_db=6")(mel)
         assert torch.allclose(louder, plain * 10 ** (6 / 20), atol=1e-6)
     with pytest.raises(ValueError, match="options are"):
