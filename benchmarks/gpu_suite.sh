@@ -48,6 +48,8 @@
 #   bash benchmarks/gpu_suite.sh uniexec     closed loop A/B with 4 engine cores, async off, 8 GiB of KV each: each engine core's
 #                                            model in a worker process (vLLM's default under DP, "mp") vs in the core's own
 #                                            process ("uni"), C = 1024 (unipaced: the same as paced listeners, N = 1024)
+#   bash benchmarks/gpu_suite.sh firstchunk  paced listeners A/B with 4 engine cores and today's CUDA defaults, N = 1024: first
+#                                            vocoder chunk of 8 frames (default) vs 16 (a new stream's buffer doubled)
 #   bash benchmarks/gpu_suite.sh hifiganpass HiFi-GAN UNIVERSAL's windowed pass alone: fp32/bf16/fp16, eager vs CUDA graph
 #   bash benchmarks/gpu_suite.sh dp          closed loop A/B: 1, 2, 4 engine cores on the one GPU (--data-parallel-size,
 #                                            engine_patches/shared_gpu.py), 4 serving processes, KV 12 GiB per engine,
@@ -74,13 +76,17 @@ PY=${PY:-python3}
 run() { echo "[$(date +%T)] $*"; timeout "${STEP_S:-420}" "$@"; local rc=$?; echo "[$(date +%T)] exit $rc"; return $rc; }
 
 # A/B of server flags, variants alternated for $ROUNDS rounds: ab NAME DEFAULT_SWEEP "label=flags" ...
+# Each run's server log is kept (gzipped) and its pause warnings (engine_patches/pauses.py) are printed.
 ab() {
-  local name=$1 sweep=$2 round v; shift 2
+  local name=$1 sweep=$2 round v out; shift 2
   for round in $(seq "${ROUNDS:-2}"); do
     for v in "$@"; do
+      out=$OUT/${name}_${v%%=*}_${CARD}_$((++n))
       run $PY -m benchmarks.load --start-server --model voices/default --device "$DEVICE" \
         --server-args "$ARGS ${v#*=}" --sweep "${SWEEP:-$sweep}" --transport "${TRANSPORT:-http}" ${LOAD_ARGS:-} \
-        --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$OUT/${name}_${v%%=*}_${CARD}_$((++n)).json"
+        --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$out.json" --server-log "$out.server.log"
+      grep -h "paused process\|engine step came" "$out.server.log" | cut -c1-240 | tail -"${PAUSE_LINES:-12}"
+      echo "pause warnings: $(grep -c "paused process" "$out.server.log") collector, $(grep -c "engine step came" "$out.server.log") step"
     done
   done
 }
@@ -238,6 +244,9 @@ hifigan)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memo
           ab hifiganpaced 256,1024 "voice=" "hifigan=--vocoder hifigan-universal" ;;
 uniexec)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((8 << 30)) --api-servers 4 --data-parallel-size 4 --no-async-scheduling ${EXTRA:-}" \
           ab uniexec 1024 "mp=--distributed-executor-backend mp" "uni=--distributed-executor-backend uni" ;;
+firstchunk) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((8 << 30)) --api-servers 4 --data-parallel-size 4 --max-lead-s 2 ${EXTRA:-}" \
+          LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" \
+          ab firstchunk 1024 "fc8=--first-chunk-frames 8" "fc16=--first-chunk-frames 16" ;;
 unipaced) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((8 << 30)) --api-servers 4 --data-parallel-size 4 --max-lead-s 2 --no-async-scheduling ${EXTRA:-}" \
           LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" \
           ab unipaced 1024 "mp=--distributed-executor-backend mp" "uni=--distributed-executor-backend uni" ;;
@@ -245,7 +254,7 @@ hifiganpass) run $PY -m benchmarks.hifigan_pass --batches "${SWEEP:-16,64,256}" 
           --out "$OUT/hifigan_pass_${CARD}.json" ;;
 arch)     ab arch 64,256,1024 "old=--api-servers 1 --vocoder-process frontend" \
                               "new=--api-servers ${API_SERVERS:-4} --vocoder-process engine" ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|plaingraphs|graphsdp|profile|asyncdp|pacedab|pacedprof|graphspaced|hifigan|uniexec|unipaced|hifiganpass|arch|dp" >&2; exit 2 ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|plaingraphs|graphsdp|profile|asyncdp|pacedab|pacedprof|graphspaced|hifigan|uniexec|unipaced|firstchunk|hifiganpass|arch|dp" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open
 ls -la "$OUT"

@@ -18,6 +18,8 @@ import concurrent.futures
 import multiprocessing
 import time
 
+from benchmarks.client_stalls import LoopStalls, overlapping
+from benchmarks.client_stalls import summary as stall_summary
 from benchmarks.clients import load_client, session_factory
 from benchmarks.playback import RequestRecord, playback
 from benchmarks.stats import pct
@@ -31,29 +33,38 @@ def start_offsets(n: int, ramp_s: float) -> list[float]:
     return [i * ramp_s / n for i in range(n)]
 
 
-async def paced_clients(open_session, clients: list[tuple[int, float, str]], t0: float) -> list[RequestRecord]:
-    """Run `clients` = [(index, start offset s, text)], each its own session, one request each."""
+async def paced_clients(
+    open_session, clients: list[tuple[int, float, str]], t0: float
+) -> tuple[list[RequestRecord], dict]:
+    """Run `clients` = [(index, start offset s, text)], each its own session, one request each; returns
+    their records and this process's loop stalls (client_stalls.LoopStalls.as_dict)."""
 
     async def one(i: int, offset: float, text: str) -> RequestRecord:
         await asyncio.sleep(max(0.0, t0 + offset - time.perf_counter()))
         async with open_session(i) as session:
             return await session.request(text, "paced")
 
-    return list(await asyncio.gather(*(one(*c) for c in clients)))
+    with LoopStalls() as stalls:
+        watch = asyncio.create_task(stalls.watch())
+        try:
+            records = list(await asyncio.gather(*(one(*c) for c in clients)))
+        finally:
+            watch.cancel()
+    return records, stalls.as_dict()
 
 
 def _client_part(
     base_url: str, transport: str, clients: list, t0: float, timeout_s: float, voices: tuple[str, ...] = ("default",)
 ):
-    """One client process: its clients' records and the CPU time it used."""
+    """One client process: its clients' records, its loop stalls and the CPU time it used."""
 
     async def go():
         async with load_client(base_url, timeout_s) as client:
             return await paced_clients(session_factory(transport, base_url, client, timeout_s, voices), clients, t0)
 
     cpu0 = time.process_time()
-    records = asyncio.run(go())
-    return records, time.process_time() - cpu0
+    records, stalls = asyncio.run(go())
+    return records, stalls, time.process_time() - cpu0
 
 
 def _ready() -> None:
@@ -84,9 +95,12 @@ async def paced_level(
         cpu0 = time.process_time()
         t0 = time.perf_counter() + START_DELAY_S
         async with load_client(base_url, timeout_s) as client:
-            records = await paced_clients(session_factory(transport, base_url, client, timeout_s, voices), clients, t0)
+            records, stalls = await paced_clients(
+                session_factory(transport, base_url, client, timeout_s, voices), clients, t0
+            )
         wall = time.perf_counter() - t0
         cpu = [time.process_time() - cpu0]
+        parts_stalls = [(records, stalls)]
     else:
         loop = asyncio.get_running_loop()
         ctx = multiprocessing.get_context("spawn")
@@ -102,15 +116,35 @@ async def paced_level(
                 )
             )
             wall = time.perf_counter() - t0
-        records = [r for part, _ in parts for r in part]
-        cpu = [c for _, c in parts]
+        records = [r for part, _, _ in parts for r in part]
+        cpu = [c for _, _, c in parts]
+        parts_stalls = [(part, stalls) for part, stalls, _ in parts]
     info = {
         "client_processes": procs,
         "client_cpu_pct": round(100 * sum(cpu) / wall, 1),
         "client_cpu_pct_max": round(100 * max(cpu) / wall, 1),
         **stream_figures(records, ramp_s),
+        **client_stall_figures(parts_stalls),
     }
     return records, wall, info
+
+
+def client_stall_figures(parts: list[tuple[list[RequestRecord], dict]], events: int = 40) -> dict:
+    """The client processes' own stalls (client_stalls.py), how many underruns overlap a stall of the
+    process that recorded them, and the first `events` underruns as [wall-clock time the audio ran out
+    (s since the epoch, to match server logs), ms until the late chunk, client process]."""
+    wall = time.time() - time.perf_counter()
+    overlap, starved = 0, []
+    for k, (records, stalls) in enumerate(parts):
+        for r in records:
+            if r.ok and (s := playback(r).starved):
+                overlap += overlapping(s, stalls["stalls"] + stalls["gc_pauses"])
+                starved += [(a, b, k) for a, b in s]
+    return {
+        **stall_summary([s for _, s in parts]),
+        "underruns_overlapping_client_stall": overlap,
+        "underrun_events": [[round(a + wall, 3), round(1000 * (b - a), 1), k] for a, b, k in sorted(starved)[:events]],
+    }
 
 
 def peak_in_flight(records: list[RequestRecord]) -> int:
@@ -154,7 +188,7 @@ def fmt(v, spec=".1f") -> str:
 def print_table(rows: list[dict]) -> None:
     head = (
         f"{'tr':<4} {'N':>5} {'held':>5} {'peak':>5} {'err':>4} {'TTFA50':>7} {'TTFA99':>7} {'gap99':>7} "
-        f"{'undr':>5} {'u-str':>5} {'u<1s':>5} {'u@s50':>6} {'pre99':>7} {'aud/str':>7} {'aud/s':>7} {'run':>6} {'step':>5} {'loop%':>5}"
+        f"{'undr':>5} {'u-str':>5} {'u<1s':>5} {'u-cl':>4} {'u@s50':>6} {'pre99':>7} {'aud/str':>7} {'aud/s':>7} {'run':>6} {'step':>5} {'loop%':>5}"
     )
     print(head)
     print("-" * len(head))
@@ -171,7 +205,8 @@ def print_table(rows: list[dict]) -> None:
     print(
         "N = paced streams (one long text each, played at 1x from its first chunk); held = finished with no "
         "error and no underrun; peak = most in flight at once; TTFA/gap/pre99 in ms; undr = underruns, u-str = "
-        "streams with any; u<1s = underruns within a stream's first second of audio, u@s50 = median seconds of "
+        "streams with any; u<1s = underruns within a stream's first second of audio, u-cl = underruns whose "
+        "starvation overlaps a stall of the client's own event loop or collector (the client may have caused them); u@s50 = median seconds of "
         "audio played before an underrun; pre99 = p99 prebuffer that would have avoided them; aud/str = audio s per stream "
         "(p50); aud/s = audio s per s of the level; run = engine running requests (mean); step = engine step ms"
     )

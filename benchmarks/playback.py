@@ -70,6 +70,7 @@ class RequestRecord:
 class Playback:
     underrun_at_s: tuple[float, ...]  # one per chunk that arrived after the audio before it had finished
     # playing: seconds of audio played before it
+    starved: tuple[tuple[float, float], ...]  # per underrun: (when the audio ran out, when the chunk arrived)
     stall_s: float  # total time playback waited for audio (after it started)
     prebuffer_s: float  # start delay after the first chunk that would have avoided every underrun
 
@@ -85,17 +86,19 @@ def playback(record: RequestRecord) -> Playback:
     every chunk arrives by t0 + B + (audio before it), so B = max(0, max_i(t_i - t0 - audio before i)).
     """
     if not record.arrivals:
-        return Playback((), 0.0, 0.0)
+        return Playback((), (), 0.0, 0.0)
     t0, n0 = record.arrivals[0]
     plays_until = t0 + n0 / record.sample_rate  # when the audio received so far runs out
     stall, prebuffer, before = 0.0, 0.0, n0 / record.sample_rate
     at: list[float] = []
+    starved: list[tuple[float, float]] = []
     for t, n in record.arrivals[1:]:
         if t > plays_until:
             at.append(before)
+            starved.append((plays_until, t))
             stall += t - plays_until
             plays_until = t
         plays_until += n / record.sample_rate
         prebuffer = max(prebuffer, t - t0 - before)
         before += n / record.sample_rate
-    return Playback(tuple(at), stall, prebuffer)
+    return Playback(tuple(at), tuple(starved), stall, prebuffer)

@@ -12,6 +12,7 @@ One module per vLLM point patched (see ../shared/notes/vllm-0.32-output-path.md 
   and their audio travels on a channel of its own to the serving process.
 - `shared_gpu`: data-parallel engine cores beyond the host's GPU count share GPUs (rank r on r % groups).
 - `process_tree`: killing an engine core's process tree at shutdown skips descendants that already exited.
+- `pauses`: warnings for garbage-collector passes and engine steps long enough to starve a new stream.
 - `outputs`: `RequestOutput.add` concatenates `mel_chunks` when the collector merges outputs of a lagging
   consumer, so no chunk is lost.
 
@@ -53,9 +54,10 @@ def check_vllm_version(found: str | None = None) -> str:
 
 def apply() -> None:
     check_vllm_version()
-    from . import gpu_model_runner, output_processor, outputs, process_tree, shared_gpu
+    from . import gpu_model_runner, output_processor, outputs, pauses, process_tree, shared_gpu
 
     gpu_model_runner.check_runner_mode()
+    pauses.watch_gc()
     outputs.patch()
     output_processor.patch()
     gpu_model_runner.patch()

@@ -37,6 +37,7 @@ from vllm.v1.worker.gpu_model_runner import AsyncGPUModelRunnerOutput, GPUModelR
 from uttera_server.model.step_mel import StepMel
 
 from .engine_vocoder import CONFIG_KEY, EngineVocoder, EngineVocoderConfig
+from .pauses import StepGaps
 from .pcm_wire import PCM_ARG, PcmRoute
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
 _MARK = "_uttera_patched"
 _VOCODER = "_uttera_vocoder"  # GPUModelRunner attribute: its EngineVocoder (None: none), once made
+_GAPS = "_uttera_step_gaps"  # GPUModelRunner attribute: its StepGaps (pauses.py), once made
 
 RunnerOutput = ModelRunnerOutput | AsyncModelRunnerOutput | IntermediateTensors
 
@@ -68,6 +70,14 @@ def _engine_vocoder(runner: GPUModelRunner) -> EngineVocoder | None:
             voc = EngineVocoder(runner.vllm_config.model_config.model, runner.device, EngineVocoderConfig(**conf))
     setattr(runner, _VOCODER, voc)
     return voc
+
+
+def _step_gaps(runner: GPUModelRunner) -> StepGaps:
+    gaps: StepGaps | None = getattr(runner, _GAPS, None)
+    if gaps is None:
+        gaps = StepGaps()
+        setattr(runner, _GAPS, gaps)
+    return gaps
 
 
 def _route(runner: GPUModelRunner, req_id: str) -> PcmRoute | None:
@@ -147,12 +157,15 @@ def patch() -> None:
     def execute_model(
         self: GPUModelRunner, scheduler_output: "SchedulerOutput", *args: Any, **kwargs: Any
     ) -> RunnerOutput | None:
+        _step_gaps(self).begin(len(scheduler_output.scheduled_cached_reqs.req_ids))
         voc = _engine_vocoder(self)
         if voc is not None and scheduler_output.finished_req_ids:
             voc.finished(scheduler_output.finished_req_ids)
         output = original_execute(self, scheduler_output, *args, **kwargs)
-        if voc is not None and output is not None:
-            voc.step()  # no sampling follows (nothing scheduled): flush finished utterances now
+        if output is not None:  # no sampling follows (nothing scheduled)
+            if voc is not None:
+                voc.step()  # flush finished utterances now
+            _step_gaps(self).end()
         return output
 
     def sample_tokens(self: GPUModelRunner, grammar_output: "GrammarOutput | None") -> RunnerOutput:
@@ -171,6 +184,7 @@ def patch() -> None:
                 f"uttera's engine patch does not know vLLM's runner output {type(output).__name__}: "
                 "the mel would be lost. Use vLLM 0.32.0 with its GPUModelRunner."
             )
+        _step_gaps(self).end()
         return output
 
     # The patch itself: vLLM's methods replaced on the class.

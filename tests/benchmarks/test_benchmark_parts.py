@@ -1,11 +1,14 @@
 """The pure parts of benchmarks/: playback underruns, the seeded text mix, the Poisson schedule, and the
 no-vLLM baseline's greedy KV-cache loop against the independent reference forward."""
 
+import asyncio
 import json
 import random
+import time
 
 import torch
 
+from benchmarks.client_stalls import LoopStalls, overlapping, summary
 from benchmarks.loop import poisson_schedule
 from benchmarks.playback import RequestRecord, playback
 from benchmarks.stats import pct, summarize
@@ -34,6 +37,29 @@ def test_underruns_count_late_chunks_and_playback_resumes_at_arrival():
     assert abs(p.stall_s - 0.11) < 1e-9
     assert abs(p.prebuffer_s - 0.11) < 1e-9  # the last chunk: 0.31 - 0.1 - 0.1 s of audio before it
     assert p.underrun_at_s == (0.05, 0.1)  # after 50 and 100 samples of audio
+    assert [tuple(round(x, 9) for x in s) for s in p.starved] == [(0.15, 0.25), (0.30, 0.31)]
+
+
+def test_underruns_overlapping_a_client_stall_are_counted_as_possibly_the_clients():
+    starved = [(0.15, 0.25), (0.30, 0.31), (1.0, 1.2)]
+    # A stall inside the first starvation, one ending just as the third began: only the first overlaps.
+    assert overlapping(starved, [(0.2, 0.24), (0.5, 1.0)]) == 1
+    assert overlapping(starved, []) == 0
+    assert overlapping(starved, [(0.0, 2.0)]) == 3
+
+
+async def test_the_loop_stall_monitor_sees_a_blocked_loop_and_not_an_idle_one():
+    with LoopStalls(period_s=0.002, min_stall_s=0.03) as stalls:
+        watch = asyncio.create_task(stalls.watch())
+        await asyncio.sleep(0.05)  # idle: no stall
+        assert stalls.stalls == []
+        time.sleep(0.08)  # the loop blocked
+        await asyncio.sleep(0.01)
+        watch.cancel()
+    assert len(stalls.stalls) == 1
+    start, end = stalls.stalls[0]
+    assert 0.06 <= end - start <= 0.2
+    assert summary([stalls.as_dict()])["client_loop_stalls_50ms"] == 1
 
 
 def test_the_summary_says_where_in_the_stream_underruns_fell():
