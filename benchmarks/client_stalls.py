@@ -59,11 +59,12 @@ def overlapping(starved: Iterable[tuple[float, float]], stalls: list[tuple[float
 
 
 def summary(parts: list[dict]) -> dict:
-    """Figures over the client processes' `LoopStalls.as_dict()`: stalls of >= 50 ms, the longest stall
-    and collector pause, in ms."""
+    """Figures over the client processes' `LoopStalls.as_dict()`: time stalled, stalls of >= 50 ms, the
+    longest stall and collector pause, in ms."""
     stalls = [b - a for p in parts for a, b in p["stalls"]]
     pauses = [b - a for p in parts for a, b in p["gc_pauses"]]
     return {
+        "client_loop_stalled_s": round(sum(stalls), 2),  # all processes' stalls of >= min_stall_s, summed
         "client_loop_stalls_50ms": sum(1 for d in stalls if d >= 0.05),
         "client_loop_stall_ms_max": round(1000 * max(stalls, default=0.0), 1),
         "client_gc_pause_ms_max": round(1000 * max(pauses, default=0.0), 1),

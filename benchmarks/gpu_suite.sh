@@ -48,6 +48,8 @@
 #   bash benchmarks/gpu_suite.sh uniexec     closed loop A/B with 4 engine cores, async off, 8 GiB of KV each: each engine core's
 #                                            model in a worker process (vLLM's default under DP, "mp") vs in the core's own
 #                                            process ("uni"), C = 1024 (unipaced: the same as paced listeners, N = 1024)
+#   bash benchmarks/gpu_suite.sh heap        paced listeners A/B with 4 engine cores, N = 1024: serving processes' heaps frozen
+#                                            once the engine is up (default) vs not (uttera_server/heap.py)
 #   bash benchmarks/gpu_suite.sh firstchunk  paced listeners A/B with 4 engine cores and today's CUDA defaults, N = 1024: first
 #                                            vocoder chunk of 8 frames (default) vs 16 (a new stream's buffer doubled)
 #   bash benchmarks/gpu_suite.sh hifiganpass HiFi-GAN UNIVERSAL's windowed pass alone: fp32/bf16/fp16, eager vs CUDA graph
@@ -57,6 +59,8 @@
 #   bash benchmarks/gpu_suite.sh paced       default voice, paced real-time streams (~33 s of audio each, arrivals
 #                                            over a 10 s ramp) at N = 64,256,512,1024, http then ws, one server with
 #                                            --api-servers 4 --max-lead-s 2 (~8 min; SWEEP=... to cut it)
+# KV_GIB (default 8) sets each engine core's KV cache where a step names none: 12 GiB beside the vocoder's CUDA graphs
+# (on by default since 2026-12-06) does not fit four engine cores on an 80 GB card (the server never became healthy).
 # A closed-loop level past saturation runs until its requests drain: 512 streams took 77 s on 2026-12-02.
 set -u
 n=0
@@ -196,7 +200,7 @@ evcheck)
   run $PY -m benchmarks.engine_vocoder_check --model voices/default --streams "${STREAMS:-64}" \
     --out "$OUT/engine_vocoder_check_${CARD}.json"
   ;;
-dp)       ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) ${EXTRA:-}" \
+dp)       ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((${KV_GIB:-8} << 30)) ${EXTRA:-}" \
           ab dp 1,256,1024 "dp1=--api-servers 4" "dp2=--api-servers 4 --data-parallel-size 2" \
                            "dp4=--api-servers 4 --data-parallel-size 4" ;;
 async|plainasync)
@@ -208,7 +212,7 @@ plaingraphs)
   run $PY -m benchmarks.plain_vllm --model voices/default --server-args "$ARGS --vocoder-cuda-graphs" \
     --rows "${ROWS:-16,64,256,1024}" --steps 300 --rounds "${ROUNDS:-1}" --out "$OUT/plain_vllm_graphs_${CARD}.json"
   ;;
-graphsdp) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) --api-servers 4 --data-parallel-size 4 ${EXTRA:-}" \
+graphsdp) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((${KV_GIB:-8} << 30)) --api-servers 4 --data-parallel-size 4 ${EXTRA:-}" \
           ab graphsdp 256,1024 "on=--vocoder-cuda-graphs" "off=--no-vocoder-cuda-graphs" ;;
 profile)
   # Both engines of plain_vllm stay alive; round 1 measures plain first, then ours: profile ours' engine
@@ -226,12 +230,12 @@ profile)
   wait
   grep -A8 "^ rows" "$log"
   ;;
-asyncdp)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) --api-servers 4 --data-parallel-size 4 ${EXTRA:-}" \
+asyncdp)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((${KV_GIB:-8} << 30)) --api-servers 4 --data-parallel-size 4 ${EXTRA:-}" \
           ab asyncdp 256,1024 "on=--async-scheduling" "off=--no-async-scheduling" ;;
-pacedab)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) --api-servers 4 --data-parallel-size 4 --max-lead-s 2 ${EXTRA:-}" \
+pacedab)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((${KV_GIB:-8} << 30)) --api-servers 4 --data-parallel-size 4 --max-lead-s 2 ${EXTRA:-}" \
           LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" \
           ab pacedab 1024 "on=--async-scheduling" "off=--no-async-scheduling" ;;
-pacedprof) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((12 << 30)) --api-servers 4 --data-parallel-size 4 --max-lead-s 2 ${EXTRA:-}" \
+pacedprof) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((${KV_GIB:-8} << 30)) --api-servers 4 --data-parallel-size 4 --max-lead-s 2 ${EXTRA:-}" \
           LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" ROUNDS=1 \
           ab paced 1024 "dp4=--no-async-scheduling" &
           spy_served; wait ;;
@@ -244,6 +248,9 @@ hifigan)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memo
           ab hifiganpaced 256,1024 "voice=" "hifigan=--vocoder hifigan-universal" ;;
 uniexec)  ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((8 << 30)) --api-servers 4 --data-parallel-size 4 --no-async-scheduling ${EXTRA:-}" \
           ab uniexec 1024 "mp=--distributed-executor-backend mp" "uni=--distributed-executor-backend uni" ;;
+heap)     ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((${KV_GIB:-8} << 30)) --api-servers 4 --data-parallel-size 4 --max-lead-s 2 ${EXTRA:-}" \
+          LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" \
+          ab heap 1024 "frozen=--freeze-heap" "unfrozen=--no-freeze-heap" ;;
 firstchunk) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((8 << 30)) --api-servers 4 --data-parallel-size 4 --max-lead-s 2 ${EXTRA:-}" \
           LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" \
           ab firstchunk 1024 "fc8=--first-chunk-frames 8" "fc16=--first-chunk-frames 16" ;;
@@ -254,7 +261,7 @@ hifiganpass) run $PY -m benchmarks.hifigan_pass --batches "${SWEEP:-16,64,256}" 
           --out "$OUT/hifigan_pass_${CARD}.json" ;;
 arch)     ab arch 64,256,1024 "old=--api-servers 1 --vocoder-process frontend" \
                               "new=--api-servers ${API_SERVERS:-4} --vocoder-process engine" ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|plaingraphs|graphsdp|profile|asyncdp|pacedab|pacedprof|graphspaced|hifigan|uniexec|unipaced|firstchunk|hifiganpass|arch|dp" >&2; exit 2 ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|plaingraphs|graphsdp|profile|asyncdp|pacedab|pacedprof|graphspaced|hifigan|uniexec|unipaced|heap|firstchunk|hifiganpass|arch|dp" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open
 ls -la "$OUT"

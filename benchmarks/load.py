@@ -39,6 +39,8 @@ from pathlib import Path
 import httpx
 
 from benchmarks import machine, paced
+from benchmarks.client_stalls import LoopStalls
+from benchmarks.client_stalls import summary as stall_summary
 from benchmarks.clients import load_client, session_factory
 from benchmarks.loop import closed_loop, open_loop
 from benchmarks.plots import plot_sweep
@@ -75,20 +77,26 @@ def _client_part(
     mix,
     request_timeout: float,
     voices: tuple[str, ...] = ("default",),
-) -> tuple[list, float]:
-    """One client process of a closed-loop level: its workers' records and the CPU time it used."""
+) -> tuple[list, dict, float]:
+    """One client process of a closed-loop level: its workers' records, its loop stalls
+    (client_stalls.LoopStalls.as_dict) and the CPU time it used."""
 
     async def go():
         async with load_client(base_url, request_timeout) as client:
             open_session = session_factory(transport, base_url, client, request_timeout, voices)
-            records, _, _ = await closed_loop(
-                open_session, concurrency, duration_s, seed, mix, workers=workers, end=end
-            )
-            return records
+            with LoopStalls() as stalls:
+                watch = asyncio.create_task(stalls.watch())
+                try:
+                    records, _, _ = await closed_loop(
+                        open_session, concurrency, duration_s, seed, mix, workers=workers, end=end
+                    )
+                finally:
+                    watch.cancel()
+            return records, stalls.as_dict()
 
     cpu0 = time.process_time()
-    records = asyncio.run(go())
-    return records, time.process_time() - cpu0
+    records, stalls = asyncio.run(go())
+    return records, stalls, time.process_time() - cpu0
 
 
 async def closed_loop_processes(base_url: str, transport: str, concurrency: int, a, seed: int):
@@ -126,8 +134,8 @@ async def closed_loop_processes(base_url: str, transport: str, concurrency: int,
             )
         )
         wall = time.perf_counter() - t0
-    records = [r for part, _ in parts for r in part]
-    cpu = [c for _, c in parts]
+    records = [r for part, _, _ in parts for r in part]
+    cpu = [c for _, _, c in parts]
     return (
         records,
         wall,
@@ -135,6 +143,7 @@ async def closed_loop_processes(base_url: str, transport: str, concurrency: int,
             "client_processes": n,
             "client_cpu_pct": round(100 * sum(cpu) / wall, 1),
             "client_cpu_pct_max": round(100 * max(cpu) / wall, 1),
+            **stall_summary([s for _, s, _ in parts]),
         },
     )
 
