@@ -8,6 +8,7 @@ underrun can be matched against it. `watch_gc()` is installed in every vLLM proc
 (serving processes and engine cores); `StepGaps` by the model runner patch.
 """
 
+import atexit
 import gc
 import logging
 import os
@@ -42,6 +43,12 @@ def watch_gc(warn_s: float = GC_WARN_S, clock: Callable[[], float] = time.perf_c
 
     gc.callbacks.append(on_gc)
     _installed.append(on_gc)
+    atexit.register(_uninstall, on_gc)  # the passes of interpreter shutdown starve no one
+
+
+def _uninstall(callback: Callable[[str, dict[str, int]], None]) -> None:
+    if callback in gc.callbacks:
+        gc.callbacks.remove(callback)
 
 
 class StepGaps:

@@ -6,6 +6,7 @@ import json
 import random
 import time
 
+import numpy as np
 import torch
 
 from benchmarks.client_stalls import LoopStalls, overlapping, summary
@@ -147,3 +148,17 @@ def test_a_connection_lost_after_audio_arrived_is_told_apart():
     assert _exc_code(ConnectionError(), rec) == "exc_ConnectionError"
     rec.add(0.1, 100)
     assert _exc_code(ConnectionError(), rec) == "exc_ConnectionError_mid_stream"
+
+
+def test_mel_spreads_see_a_smoothed_copy_as_having_less_frame_to_frame_detail():
+    from benchmarks.mel_variance import spreads
+
+    rng = np.random.default_rng(0)
+    sharp = [rng.normal(-4.0, 1.0, (200, 80)) for _ in range(3)]
+    kernel = np.ones(5) / 5
+    smooth = [np.apply_along_axis(lambda c: np.convolve(c, kernel, mode="same"), 0, m) for m in sharp]
+    silence = [np.full((50, 80), -11.5)]  # no speech frames: left out
+    a, b = spreads(sharp + silence), spreads(smooth)
+    assert a["clips"] == 3 and b["clips"] == 3
+    assert (a["delta"] / b["delta"]).mean() > 3  # smoothing removed most frame-to-frame change
+    assert 1.5 < (a["level"] / b["level"]).mean() < 3
