@@ -179,6 +179,9 @@ async def run_level(base_url: str, transport: str, mode: str, level: float, a, f
             records, wall, info = await open_loop(open_session, level, a.duration, seed, a.mix)
         sampler.cancel()
         after = await scrape(metrics_client)
+        log = getattr(a, "server_log_path", None)
+        if mode == "paced" and log is not None and Path(log).exists():
+            info.update(paced.server_pause_figures(records, Path(log).read_text(errors="replace")))
         if "client_cpu_pct" not in info:
             info["client_cpu_pct"] = round(100 * (time.process_time() - cpu0) / wall, 1)  # of one core
     row = {
@@ -402,6 +405,7 @@ def main() -> None:
     if a.start_server:
         log = a.server_log or Path(tempfile.mkstemp(prefix="uttera-load-", suffix=".log")[1])
         print(f"starting server (log {log})", flush=True)
+        a.server_log_path = log  # paced levels match underruns with the server's pause warnings
         with started_server(a.model, a.server_args, log) as base_url:
             rows = run_all(base_url)
     else:

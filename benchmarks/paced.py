@@ -16,6 +16,7 @@ shared `time.perf_counter()` origin (system-wide on Linux), as in load.closed_lo
 import asyncio
 import concurrent.futures
 import multiprocessing
+import re
 import time
 
 from benchmarks.client_stalls import LoopStalls, overlapping
@@ -188,7 +189,7 @@ def fmt(v, spec=".1f") -> str:
 def print_table(rows: list[dict]) -> None:
     head = (
         f"{'tr':<4} {'N':>5} {'held':>5} {'peak':>5} {'err':>4} {'TTFA50':>7} {'TTFA99':>7} {'gap99':>7} "
-        f"{'undr':>5} {'u-str':>5} {'u<1s':>5} {'u-cl':>4} {'u@s50':>6} {'pre99':>7} {'aud/str':>7} {'aud/s':>7} {'run':>6} {'step':>5} {'loop%':>5}"
+        f"{'undr':>5} {'u-str':>5} {'u<1s':>5} {'u-cl':>4} {'u-sv':>4} {'u@s50':>6} {'pre99':>7} {'aud/str':>7} {'aud/s':>7} {'run':>6} {'step':>5} {'loop%':>5}"
     )
     print(head)
     print("-" * len(head))
@@ -197,7 +198,8 @@ def print_table(rows: list[dict]) -> None:
             f"{r['transport']:<4} {r['level']:>5g} {r['streams_held']:>5} {r['peak_streams']:>5} "
             f"{sum(r['errors'].values()):>4} {fmt(r['ttfa_ms_p50']):>7} {fmt(r['ttfa_ms_p99']):>7} "
             f"{fmt(r['gap_ms_p99']):>7} {r['underruns']:>5} {r['underrun_requests']:>5} "
-            f"{r.get('underruns_first_s', 0):>5} {fmt((r.get('underrun_at_audio_s') or {}).get('p50')):>6} "
+            f"{r.get('underruns_first_s', 0):>5} {r.get('underruns_overlapping_client_stall', '-'):>4} "
+            f"{r.get('underruns_overlapping_server_pause', '-'):>4} {fmt((r.get('underrun_at_audio_s') or {}).get('p50')):>6} "
             f"{fmt(r['prebuffer_ms_p99']):>7} {fmt(r['audio_s_per_stream_p50']):>7} {fmt(r['audio_s_per_s'], '.2f'):>7} "
             f"{fmt(r.get('running_requests_mean'), '.1f'):>6} {fmt(r.get('step_ms_mean')):>5} "
             f"{fmt(r.get('loop_cpu_pct'), '.0f'):>5}"
@@ -206,7 +208,37 @@ def print_table(rows: list[dict]) -> None:
         "N = paced streams (one long text each, played at 1x from its first chunk); held = finished with no "
         "error and no underrun; peak = most in flight at once; TTFA/gap/pre99 in ms; undr = underruns, u-str = "
         "streams with any; u<1s = underruns within a stream's first second of audio, u-cl = underruns whose "
-        "starvation overlaps a stall of the client's own event loop or collector (the client may have caused them); u@s50 = median seconds of "
+        "starvation overlaps a stall of the client's own event loop or collector (the client may have caused them), "
+        "u-sv = those overlapping a pause the server logged (a collector pass or a late engine step, "
+        "engine_patches/pauses.py); u@s50 = median seconds of "
         "audio played before an underrun; pre99 = p99 prebuffer that would have avoided them; aud/str = audio s per stream "
         "(p50); aud/s = audio s per s of the level; run = engine running requests (mean); step = engine step ms"
     )
+
+
+_PAUSE = re.compile(r"(?:paused process \d+ for|engine step came) (\d+) ms .*?t=([\d.]+)\)")
+
+
+def server_pause_figures(records: list[RequestRecord], log_text: str) -> dict:
+    """The server's pause warnings (engine_patches/pauses.py) that fell within the level, and how many
+    underruns overlap one: a pause logged at wall-clock t lasting d ms is the interval (t - d, t)."""
+    wall = time.time() - time.perf_counter()
+    ok = [r for r in records if r.ok]
+    if not ok:
+        return {}
+    start = min(r.t_send for r in ok) + wall
+    end = max(r.t_done or r.t_send for r in ok) + wall
+    pauses = []
+    for line in log_text.splitlines():
+        if (m := _PAUSE.search(line)) and start <= float(m.group(2)) <= end:
+            t, d = float(m.group(2)), int(m.group(1)) / 1000
+            pauses.append(("collector" if "paused process" in line else "step", t - d, t))
+    spans = [(a, b) for _, a, b in pauses]
+    return {
+        "server_collector_pauses": sum(1 for kind, _, _ in pauses if kind == "collector"),
+        "server_step_gaps": sum(1 for kind, _, _ in pauses if kind == "step"),
+        "server_pause_ms_max": round(1000 * max((b - a for a, b in spans), default=0.0), 1),
+        "underruns_overlapping_server_pause": sum(
+            overlapping([(a + wall, b + wall) for a, b in playback(r).starved], spans) for r in ok
+        ),
+    }

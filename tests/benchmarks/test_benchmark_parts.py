@@ -162,3 +162,24 @@ def test_mel_spreads_see_a_smoothed_copy_as_having_less_frame_to_frame_detail():
     assert a["clips"] == 3 and b["clips"] == 3
     assert (a["delta"] / b["delta"]).mean() > 3  # smoothing removed most frame-to-frame change
     assert 1.5 < (a["level"] / b["level"]).mean() < 3
+
+
+def test_underruns_are_matched_with_the_server_pauses_logged_during_the_level():
+    from benchmarks.paced import server_pause_figures
+
+    wall = time.time() - time.perf_counter()
+    t0 = time.perf_counter() - 10.0
+    rec = record([(t0 + 0.1, 100), (t0 + 0.6, 100)])  # 0.1 s of audio, then 0.4 s of starvation
+    rec.t_send = t0
+    pause_end = t0 + 0.5 + wall  # a 300 ms pass ending inside the starvation
+    log = "\n".join(
+        [
+            f"WARNING engine_patches.pauses: garbage collection of generation 2 paused process 7 for 300 ms (t={pause_end:.3f})",
+            f"WARNING engine_patches.pauses: engine step came 2900 ms after the one before (...; 1 continuing requests, t={t0 - 60 + wall:.3f})",
+            "INFO something else",
+        ]
+    )
+    f = server_pause_figures([rec], log)
+    assert f["server_collector_pauses"] == 1 and f["server_step_gaps"] == 0  # the step gap was before the level
+    assert f["underruns_overlapping_server_pause"] == 1
+    assert f["server_pause_ms_max"] == 300.0
