@@ -57,6 +57,23 @@ async def test_connections_reach_both_processes(two_frontends):
     assert seen == {0, 1}
 
 
+async def test_each_serving_process_freezes_its_heap_once_the_engine_is_up(two_frontends):
+    # uttera_server/heap.py: the collector's full passes stop walking what startup made (RESULTS.md,
+    # "The collector's pause"); each process logs the objects frozen and a full pass before and after.
+    frozen: list[str] = []
+    for _ in range(120):  # /health may answer from one process while the other still starts
+        frozen = [
+            line for line in two_frontends.log_path.read_text(errors="replace").splitlines() if "heap frozen" in line
+        ]
+        if len(frozen) >= 2:
+            break
+        await asyncio.sleep(0.5)
+    assert len(frozen) == 2, frozen
+    for line in frozen:
+        objects = int(line.split("heap frozen: ")[1].split(" objects")[0])
+        assert objects > 100_000
+
+
 async def test_concurrent_streams_whole_and_summed_in_metrics(two_frontends):
     async with httpx.AsyncClient(base_url=two_frontends.url, timeout=timeout(30)) as client:
         samples = await read_metrics(client)
