@@ -5,12 +5,14 @@
         [--voices joe,heart] [--limit 40] [--seed 0] [--model voices/default] [--mel served|teacher] \\
         [--pair NAME,REFERENCE ...] [--out benchmarks/results/X.json]
 
-A vocoder is `NAME=SOURCE[:dc=K][:nyquist=K][:gain_db=G]`: SOURCE is a directory with `config.json` +
+A vocoder is `NAME=SOURCE[:dc=K][:nyquist=K][:gain_db=G][:sharpen=K]`: SOURCE is a directory with `config.json` +
 `model.safetensors` (the voice's streaming vocoder, `vocoder.model.Vocoder`, or a HiFi-GAN saved by
 `HifiGan.save`, told apart by the config's keys) or the name of a packaged HiFi-GAN (`hifigan-universal`);
 `:dc=K` / `:nyquist=K` multiply the streaming vocoder's DC / Nyquist bin by K in every frame (0 is
 `zero_dc_bin` / `zero_nyquist_bin`, 1 keeps the bin whatever the config says), `:gain_db=G` scales the
-output by G dB. The edge bins' section of benchmarks/RESULTS.md is `--vocoder none=voices/default/vocoder:nyquist=1
+output by G dB, `:sharpen=K` adds K times the mel's temporal high-pass (itself minus its [1/4, 1/2, 1/4]
+smoothing along time) on speech frames (mean log-mel > -8) before the vocoder (an offline test of the
+frame-to-frame detail the acoustic model loses, RESULTS.md "Is the acoustic model's mel over-smoothed?"). The edge bins' section of benchmarks/RESULTS.md is `--vocoder none=voices/default/vocoder:nyquist=1
 --vocoder nyquist=voices/default/vocoder --vocoder dc+nyquist=voices/default/vocoder:dc=0`. The first one is the reference
 of the paired differences; `--pair NAME,REFERENCE` adds others.
 
@@ -58,6 +60,23 @@ def band_shares(x: np.ndarray, sr: int) -> dict:
     }
 
 
+class Sharpened:
+    """A vocoder fed the mel plus `k` times its temporal high-pass on speech frames (`:sharpen=K`)."""
+
+    def __init__(self, net, k: float):
+        self.net, self.k, self.config = net, k, net.config
+
+    def __call__(self, mel):
+        import torch
+        import torch.nn.functional as F
+
+        x = mel.transpose(0, 1).reshape(-1, 1, mel.shape[-1])  # (80 * B, 1, T)
+        smooth = F.conv1d(F.pad(x, (1, 1), mode="replicate"), x.new_tensor([[[0.25, 0.5, 0.25]]]))
+        y = (x + self.k * (x - smooth)).reshape(mel.shape[1], mel.shape[0], -1).transpose(0, 1)
+        speech = (mel.mean(1, keepdim=True) > -8.0).to(mel.dtype)
+        return self.net(torch.lerp(mel, y, speech))
+
+
 class Scaled:
     """A vocoder's output times a fixed gain (`:gain_db=G`), keeping its `config`."""
 
@@ -77,8 +96,8 @@ def load_vocoder(spec: str):
     opts = {}
     for o in options:
         key, _, value = o.partition("=")
-        if key not in ("dc", "nyquist", "gain_db") or not value:
-            raise ValueError(f"{spec}: options are :dc=K, :nyquist=K and :gain_db=G, got {o!r}")
+        if key not in ("dc", "nyquist", "gain_db", "sharpen") or not value:
+            raise ValueError(f"{spec}: options are :dc=K, :nyquist=K, :gain_db=G and :sharpen=K, got {o!r}")
         opts[key] = float(value)
     net: Vocoder | hifigan.HifiGan
     if source in hifigan.CHECKPOINTS:
@@ -98,7 +117,8 @@ def load_vocoder(spec: str):
             if k is not None:
                 keep[b] = k
         net.head.keep = keep
-    return Scaled(net, opts["gain_db"]) if "gain_db" in opts else net
+    out = Scaled(net, opts["gain_db"]) if "gain_db" in opts else net
+    return Sharpened(out, opts["sharpen"]) if "sharpen" in opts else out
 
 
 def paired(rows_by_name: Mapping[str, Mapping[int, dict]], name: str, reference: str) -> dict:

@@ -87,5 +87,13 @@ def test_dc_and_gain_options_scale_the_streaming_vocoder(tmp_path):
         assert torch.allclose(load_vocoder(f"{tmp_path / 'voc'}:nyquist=1")(mel), unmasked(mel), atol=1e-6)
         louder = load_vocoder(f"{tmp_path / 'voc'}:gain_db=6")(mel)
         assert torch.allclose(louder, plain * 10 ** (6 / 20), atol=1e-6)
+        # :sharpen=K: the vocoder gets mel + K * (mel - its [1/4, 1/2, 1/4] smoothing in time), speech frames only.
+        assert torch.allclose(load_vocoder(f"{tmp_path / 'voc'}:sharpen=0")(mel), plain, atol=1e-6)
+        padded = torch.cat([mel[..., :1], mel, mel[..., -1:]], -1)
+        smooth = 0.25 * padded[..., :-2] + 0.5 * padded[..., 1:-1] + 0.25 * padded[..., 2:]
+        net = load_vocoder(str(tmp_path / "voc"))
+        assert torch.allclose(load_vocoder(f"{tmp_path / 'voc'}:sharpen=1")(mel), net(2 * mel - smooth), atol=1e-5)
+        silent = torch.full((1, 80, 12), -11.0)
+        assert torch.allclose(load_vocoder(f"{tmp_path / 'voc'}:sharpen=1")(silent), net(silent), atol=1e-6)
     with pytest.raises(ValueError, match="options are"):
         load_vocoder(f"{tmp_path / 'voc'}:bass=1")
