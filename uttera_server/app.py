@@ -68,9 +68,11 @@ def build_app(config: ServerConfig, synth: SpeechSynthesizer) -> Starlette:
 async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     state: AppState = app.state.uttera
     starting = asyncio.create_task(_start_engine(state))
+    lag = asyncio.create_task(state.metrics.watch_loop())  # uttera_event_loop_lag_seconds
     try:
         yield
     finally:
+        lag.cancel()
         if not starting.done():
             starting.cancel()
             await asyncio.wait({starting})

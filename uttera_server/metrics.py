@@ -11,6 +11,7 @@ as the most recent value any process received, engine requests finished summed o
 The engine step counters and the CPU counters are the answering process's own.
 """
 
+import asyncio
 import logging
 import os
 import threading
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 
 # Seconds: from 5 ms (a warm GPU) to 10 s (a saturated CPU engine).
 LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0, 10.0)
+# Seconds an event-loop tick ran late: a busy loop (~1 ms) to a collector pass over an unfrozen heap (~0.4 s).
+LOOP_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+LOOP_TICK_S = 0.01
 # Synthesis wall time / audio duration: below 1 is faster than real time.
 RTF_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 
@@ -206,6 +210,12 @@ class ServerMetrics:
         self.cancellations = Counter(
             "uttera_cancellations", "WebSocket contexts cancelled by the client (barge-in)", registry=r
         )  # fmt: skip
+        self.loop_lag = Histogram(
+            "uttera_event_loop_lag_seconds",
+            f"How late a serving process's event loop ran each {LOOP_TICK_S * 1000:g} ms timer: every stream it "
+            "serves waits that long (collector passes, blocking work)",
+            buckets=LOOP_LAG_BUCKETS, registry=r,
+        )  # fmt: skip
         self.ws_connections = Gauge(
             "uttera_ws_connections", "Open WebSocket connections", registry=r, multiprocess_mode="livesum"
         )
@@ -244,6 +254,14 @@ class ServerMetrics:
         """Realtime factor of one completed synthesis (an HTTP request, a WebSocket segment)."""
         if audio_s > 0:
             self.realtime_factor.observe(wall_s / audio_s)
+
+    async def watch_loop(self, tick_s: float = LOOP_TICK_S) -> None:
+        """Observe, until cancelled, how late each `tick_s` timer of the running event loop fires."""
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + tick_s
+            await asyncio.sleep(tick_s)
+            self.loop_lag.observe(max(0.0, loop.time() - due))
 
     def render(self) -> tuple[bytes, str]:
         """(body, content type) of the text exposition format."""

@@ -44,3 +44,21 @@ def test_each_app_has_its_own_registry():
     assert samples(a)[key] == 1 and samples(b)[key] == 0
     assert samples(a)[("uttera_audio_seconds_total", ())] == 2.0
     assert samples(a)[("uttera_realtime_factor_sum", ())] == 0.5
+
+
+async def test_event_loop_lag_is_observed_per_tick_and_a_blocked_loop_lands_in_a_high_bucket():
+    import asyncio
+    import time
+
+    m = ServerMetrics(lambda: None, lambda: 0)
+    watch = asyncio.create_task(m.watch_loop(tick_s=0.002))
+    await asyncio.sleep(0.05)
+    time.sleep(0.12)  # the loop blocked, as by a collector pass
+    await asyncio.sleep(0.01)
+    watch.cancel()
+    s = samples(m)
+    count = s[("uttera_event_loop_lag_seconds_count", ())]
+    assert count >= 5
+    late = count - s[("uttera_event_loop_lag_seconds_bucket", (("le", "0.1"),))]
+    assert late >= 1  # the tick the block fell in ran >= 100 ms late
+    assert s[("uttera_event_loop_lag_seconds_sum", ())] >= 0.1
