@@ -11,43 +11,39 @@ starvation overlaps a stall of the same client process: those the client may hav
 part.
 """
 
-import asyncio
-import gc
-import time
 from collections.abc import Iterable
+
+from uttera_server import stalls
 
 
 class LoopStalls:
     """Run `watch()` as a task beside the clients; `stalls` and `gc_pauses` are (start, end) in
-    `time.perf_counter()` seconds (system-wide on Linux, like the records' times)."""
+    `time.perf_counter()` seconds (system-wide on Linux, like the records' times). The probes are the
+    server's own (uttera_server/stalls.py)."""
 
     def __init__(self, period_s: float = 0.005, min_stall_s: float = 0.02, min_gc_s: float = 0.005):
         self.period_s, self.min_stall_s, self.min_gc_s = period_s, min_stall_s, min_gc_s
         self.stalls: list[tuple[float, float]] = []
         self.gc_pauses: list[tuple[float, float]] = []
-        self._gc_start = 0.0
+        self._on_gc = stalls.gc_pass_callback(self._on_pass)
 
     async def watch(self) -> None:
-        while True:
-            due = time.perf_counter() + self.period_s
-            await asyncio.sleep(self.period_s)
-            now = time.perf_counter()
-            if now - due >= self.min_stall_s:
-                self.stalls.append((due, now))
+        await stalls.watch_loop(self.period_s, self._on_tick)
 
-    def _on_gc(self, phase: str, info: dict) -> None:
-        now = time.perf_counter()
-        if phase == "start":
-            self._gc_start = now
-        elif now - self._gc_start >= self.min_gc_s:
-            self.gc_pauses.append((self._gc_start, now))
+    def _on_tick(self, due: float, ran: float) -> None:
+        if ran - due >= self.min_stall_s:
+            self.stalls.append((due, ran))
+
+    def _on_pass(self, generation: int | None, start: float, end: float) -> None:
+        if end - start >= self.min_gc_s:
+            self.gc_pauses.append((start, end))
 
     def __enter__(self) -> "LoopStalls":
-        gc.callbacks.append(self._on_gc)
+        stalls.install(self._on_gc)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        gc.callbacks.remove(self._on_gc)
+        stalls.uninstall(self._on_gc)
 
     def as_dict(self) -> dict:
         return {"stalls": self.stalls, "gc_pauses": self.gc_pauses}

@@ -148,7 +148,11 @@ async def closed_loop_processes(base_url: str, transport: str, concurrency: int,
     )
 
 
-async def run_level(base_url: str, transport: str, mode: str, level: float, a, floor: dict | None) -> dict:
+async def run_level(
+    base_url: str, transport: str, mode: str, level: float, a, floor: dict | None, server_log: Path | None = None
+) -> dict:
+    """One level's row. `server_log`: the started server's log, whose pause warnings a paced level's
+    underruns are matched with (paced.server_pause_figures)."""
     async with (
         load_client(base_url, a.request_timeout) as client,
         httpx.AsyncClient(base_url=base_url, timeout=10) as metrics_client,
@@ -179,9 +183,8 @@ async def run_level(base_url: str, transport: str, mode: str, level: float, a, f
             records, wall, info = await open_loop(open_session, level, a.duration, seed, a.mix)
         sampler.cancel()
         after = await scrape(metrics_client)
-        log = getattr(a, "server_log_path", None)
-        if mode == "paced" and log is not None and Path(log).exists():
-            info.update(paced.server_pause_figures(records, Path(log).read_text(errors="replace")))
+        if mode == "paced" and server_log is not None and server_log.exists():
+            info.update(paced.server_pause_figures(records, server_log.read_text(errors="replace")))
         if "client_cpu_pct" not in info:
             info["client_cpu_pct"] = round(100 * (time.process_time() - cpu0) / wall, 1)  # of one core
     row = {
@@ -380,12 +383,12 @@ def main() -> None:
             "levels": rows,
         }
 
-    def run_all(base_url: str) -> list[dict]:
+    def run_all(base_url: str, server_log: Path | None = None) -> list[dict]:
         rows, records = [], []
         for transport in TRANSPORTS[a.transport]:
             asyncio.run(warm_up(base_url, transport, a.warmup, a))
             for level in levels:
-                row = asyncio.run(run_level(base_url, transport, a.mode, level, a, floor_data))
+                row = asyncio.run(run_level(base_url, transport, a.mode, level, a, floor_data, server_log))
                 row["loadavg_end"] = machine.loadavg()
                 if "records" in row:  # per-request records: beside the summary, in a git-ignored file
                     records.append({"transport": transport, "level": level, "records": row.pop("records")})
@@ -405,9 +408,8 @@ def main() -> None:
     if a.start_server:
         log = a.server_log or Path(tempfile.mkstemp(prefix="uttera-load-", suffix=".log")[1])
         print(f"starting server (log {log})", flush=True)
-        a.server_log_path = log  # paced levels match underruns with the server's pause warnings
         with started_server(a.model, a.server_args, log) as base_url:
-            rows = run_all(base_url)
+            rows = run_all(base_url, Path(log))
     else:
         wait_healthy(a.url)
         rows = run_all(a.url)

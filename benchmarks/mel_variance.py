@@ -8,7 +8,8 @@ gets, tapped as `naturalness_stages._serve` does) and the log-mel of its teacher
 ids (`quality_teachers`: Piper for joe, hibari for heart), analysed as the vocoder's training targets are.
 Over speech frames (mean log-mel > -8) of each clip: the per-band standard deviation (global variance, what
 a GV postfilter would restore) and that of the frame-to-frame difference (temporal detail), averaged over
-clips; printed as teacher / ours ratios for 8 bands of 10 mel bins, written to JSON with the command.
+clips; printed as teacher / ours ratios for 8 bands of 10 mel bins, written to JSON with the command
+(committed as run `mel_variance` of benchmarks/results/vocoders.json: `python -m benchmarks.merge_results`).
 """
 
 import argparse
@@ -46,14 +47,9 @@ def teacher_mels(lines: list[str], voice: str, heart_python: str, model: Path) -
 
     kind = "piper" if voice == "joe" else "heart"
     cache = TeacherCache(ROOT / ".work" / "mel_variance")  # git-ignored
-    keys = {
-        line: teacher_key(kind, line, [list(s.phoneme_ids) for s in text_frontend.prepare(line)], 0) for line in lines
-    }
-    todo = {
-        k: [list(s.phoneme_ids) for s in text_frontend.prepare(line)]
-        for line, k in keys.items()
-        if not cache.has_clip(k)
-    }
+    ids = {line: [list(s.phoneme_ids) for s in text_frontend.prepare(line)] for line in lines}
+    keys = {line: teacher_key(kind, line, ids[line], 0) for line in lines}
+    todo = {k: ids[line] for line, k in keys.items() if not cache.has_clip(k)}
     if kind == "piper":
         piper_clips(cache, todo)
     else:
@@ -74,7 +70,7 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=60)
     p.add_argument("--voices", default="joe,heart")
     p.add_argument("--heart-python", default="/tmp/hibari/bin/python")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "mel_variance.json")
+    p.add_argument("--out", type=Path, default=Path("mel_variance.json"))  # run `mel_variance` of vocoders.json
     a = p.parse_args()
     tsv = ROOT / "training" / "data" / "train_sentences.tsv"
     if not tsv.exists():

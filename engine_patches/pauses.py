@@ -9,11 +9,12 @@ underrun can be matched against it. `watch_gc()` is installed in every vLLM proc
 """
 
 import atexit
-import gc
 import logging
 import os
 import time
 from collections.abc import Callable
+
+from uttera_server import stalls
 
 log = logging.getLogger(__name__)
 
@@ -26,29 +27,21 @@ def watch_gc(warn_s: float = GC_WARN_S, clock: Callable[[], float] = time.perf_c
     """Log collector passes of at least `warn_s` in this process (once per process)."""
     if _installed:
         return
-    start = [0.0]
 
-    def on_gc(phase: str, info: dict[str, int]) -> None:
-        now = clock()
-        if phase == "start":
-            start[0] = now
-        elif (took := now - start[0]) >= warn_s:
+    def on_pass(generation: int | None, start: float, end: float) -> None:
+        if end - start >= warn_s:
             log.warning(
                 "garbage collection of generation %s paused process %d for %.0f ms (t=%.3f)",
-                info.get("generation"),
+                generation,
                 os.getpid(),
-                1000 * took,
+                1000 * (end - start),
                 time.time(),
             )
 
-    gc.callbacks.append(on_gc)
+    on_gc = stalls.gc_pass_callback(on_pass, clock)
+    stalls.install(on_gc)
     _installed.append(on_gc)
-    atexit.register(_uninstall, on_gc)  # the passes of interpreter shutdown starve no one
-
-
-def _uninstall(callback: Callable[[str, dict[str, int]], None]) -> None:
-    if callback in gc.callbacks:
-        gc.callbacks.remove(callback)
+    atexit.register(stalls.uninstall, on_gc)  # the passes of interpreter shutdown starve no one
 
 
 class StepGaps:

@@ -4,8 +4,9 @@ A serving process holds millions of objects from startup (vLLM, torch, the text 
 live as long as it does. Each automatic full collection walks all of them: on the H100 host each of the
 four serving processes paused ~380 ms once under 1,024 paced listeners, and every stream that had just
 started underran in that window (benchmarks/RESULTS.md, "The collector's pause"). `freeze()` moves what
-exists after startup into the collector's permanent generation (vLLM's `freeze_gc_heap`, which vLLM
-applies to its own engine cores), so later full passes walk only what was allocated since.
+exists after startup into the collector's permanent generation after one timed full pass (what vLLM's
+`freeze_gc_heap` does to its own engine cores, less its second pass), so later full passes walk only what
+was allocated since.
 """
 
 import gc
@@ -22,15 +23,13 @@ class Frozen:
 
 def freeze() -> Frozen:
     """Freeze the heap as it is now (see the module docstring), timing a full pass before and after."""
-    from vllm.utils.gc_utils import freeze_gc_heap
-
     callbacks = gc.callbacks[:]  # Python code in a pass lets other threads in: time the pass alone
     gc.callbacks.clear()
     try:
         start = time.perf_counter()
         gc.collect()
         before = time.perf_counter() - start
-        freeze_gc_heap()
+        gc.freeze()  # what survived that full pass is in the oldest generation: all of it frozen
         start = time.perf_counter()
         gc.collect()
         after = time.perf_counter() - start

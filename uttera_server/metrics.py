@@ -11,7 +11,6 @@ as the most recent value any process received, engine requests finished summed o
 The engine step counters and the CPU counters are the answering process's own.
 """
 
-import asyncio
 import logging
 import os
 import threading
@@ -25,6 +24,7 @@ from prometheus_client import multiprocess
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from . import stalls
 from .outcome import Outcome
 
 if TYPE_CHECKING:
@@ -257,11 +257,7 @@ class ServerMetrics:
 
     async def watch_loop(self, tick_s: float = LOOP_TICK_S) -> None:
         """Observe, until cancelled, how late each `tick_s` timer of the running event loop fires."""
-        loop = asyncio.get_running_loop()
-        while True:
-            due = loop.time() + tick_s
-            await asyncio.sleep(tick_s)
-            self.loop_lag.observe(max(0.0, loop.time() - due))
+        await stalls.watch_loop(tick_s, lambda due, ran: self.loop_lag.observe(max(0.0, ran - due)))
 
     def render(self) -> tuple[bytes, str]:
         """(body, content type) of the text exposition format."""
