@@ -12,7 +12,10 @@
 #                                            graphs) fails, again with --enforce-eager, kept for later steps
 #   bash benchmarks/gpu_suite.sh default     default voice: http+ws sweep (deadline), http sweep (fcfs);
 #                                            (a sweep to 512 at 8 s a level ran past its limit on 2026-12-02)
-#   bash benchmarks/gpu_suite.sh large       0.5B random-weight config: http sweep
+#   bash benchmarks/gpu_suite.sh large       0.5B random-weight config: http sweep (EXTRA: more server flags)
+#   bash benchmarks/gpu_suite.sh fps         closed loop, C = 1,024, 4 engine cores, 20 s levels: random weights at the voice's
+#                                            dimensions with 4 then 8 mel frames per decode step, then the voice (top.txt:
+#                                            the host's CPU per process at the plateau, TOP_AT)
 #   bash benchmarks/gpu_suite.sh baselines   (a)-(e) on the default voice, step inflation, timeline
 #   bash benchmarks/gpu_suite.sh convoy      vocoder pass beside a busy thread, by GIL switch interval
 #   bash benchmarks/gpu_suite.sh switch      default voice, http at C = 64,128: --switch-interval-ms 5 vs 0.1
@@ -86,13 +89,25 @@ ab() {
   for round in $(seq "${ROUNDS:-2}"); do
     for v in "$@"; do
       out=$OUT/${name}_${v%%=*}_${CARD}_$((++n))
-      run $PY -m benchmarks.load --start-server --model voices/default --device "$DEVICE" \
+      [ -n "${TOP_AT:-}" ] && host_cpu "$out" &
+      run $PY -m benchmarks.load --start-server --model "${MODEL:-voices/default}" --device "$DEVICE" \
         --server-args "$ARGS ${v#*=}" --sweep "${SWEEP:-$sweep}" --transport "${TRANSPORT:-http}" ${LOAD_ARGS:-} \
         --duration "$DUR" --no-floor --client-processes "$CLIENTS" --out "$out.json" --server-log "$out.server.log"
+      wait
       grep -h "paused process\|engine step came" "$out.server.log" | cut -c1-240 | tail -"${PAUSE_LINES:-12}"
       echo "pause warnings: $(grep -c "paused process" "$out.server.log") collector, $(grep -c "engine step came" "$out.server.log") step"
     done
   done
+}
+
+# Where the host's 16 cores go during a level: TOP_AT seconds after the server is healthy (its log says
+# "engine ready" in every serving process), two top samples 3 s apart; the second, per process and the
+# whole host, is appended to $OUT/top.txt under the run's name.
+host_cpu() {
+  local log=$1.server.log
+  for _ in $(seq 600); do [ "$(grep -c "engine ready" "$log" 2>/dev/null)" -ge 1 ] && break; sleep 0.5; done
+  sleep "$TOP_AT"
+  { echo "== $(basename "$1") $(date +%T)"; top -b -n 2 -d 3 -w 200 | awk '/^top -/{k++} k==2' | head -"${TOP_LINES:-30}"; } >>"$OUT/top.txt"
 }
 
 smoke() {
@@ -168,9 +183,26 @@ default)
   ;;
 large)
   [ -d models/random-0.5b ] || run $PY -m benchmarks.make_05b_model --out models/random-0.5b
-  run $PY -m benchmarks.load --start-server --model models/random-0.5b --device "$DEVICE" --server-args "$ARGS" \
+  run $PY -m benchmarks.load --start-server --model models/random-0.5b --device "$DEVICE" --server-args "$ARGS ${EXTRA:-}" \
     --sweep "${SWEEP:-1,16,64,256}" --transport http --duration "$DUR" --ttfa-budget-ms 300 --client-processes "$CLIENTS" \
     --out "$OUT/load_05b_${CARD}.json" --server-log "$OUT/load_05b_${CARD}.server.log"
+  ;;
+fps)
+  # Closed loop, C = 1,024, 4 engine cores: the default voice's network with random weights at 4 and at 8 mel
+  # frames per decode step (make_05b_model at the voice's dimensions), and the voice itself; DUR 20 s levels
+  # so the second half (audio_s_per_s_steady) is past the first burst.
+  for f in 4 8; do
+    [ -d models/random-fps$f ] || run $PY -m benchmarks.make_05b_model --out models/random-fps$f --hidden 384 --layers 6 \
+      --heads 6 --intermediate 1536 --frames-per-step $f
+  done
+  export ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((${KV_GIB:-8} << 30)) --api-servers 4 --data-parallel-size 4 ${EXTRA:-}"
+  DUR=${DUR_FPS:-20}; TOP_AT=${TOP_AT:-14}
+  for round in $(seq "${ROUNDS:-1}"); do
+    for m in ${FPS_MODELS:-fps4 fps8 voice}; do
+      model=models/random-$m; [ "$m" = voice ] && model=voices/default
+      MODEL=$model ROUNDS=1 ab fps 1024 "$m="
+    done
+  done
   ;;
 baselines)
   run $PY -m benchmarks.baselines --model voices/default --device "$DEVICE" --server-args "$ARGS" \
@@ -261,7 +293,7 @@ hifiganpass) run $PY -m benchmarks.hifigan_pass --batches "${SWEEP:-16,64,256}" 
           --out "$OUT/hifigan_pass_${CARD}.json" ;;
 arch)     ab arch 64,256,1024 "old=--api-servers 1 --vocoder-process frontend" \
                               "new=--api-servers ${API_SERVERS:-4} --vocoder-process engine" ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|plaingraphs|graphsdp|profile|asyncdp|pacedab|pacedprof|graphspaced|hifigan|uniexec|unipaced|heap|firstchunk|hifiganpass|arch|dp" >&2; exit 2 ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|plaingraphs|graphsdp|profile|asyncdp|pacedab|pacedprof|graphspaced|hifigan|uniexec|unipaced|heap|firstchunk|hifiganpass|arch|dp|fps" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open
 ls -la "$OUT"

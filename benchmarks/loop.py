@@ -10,14 +10,15 @@ open loop: Poisson arrivals at `rate` requests/s for `duration_s` (seeded schedu
     opens its own session. `lateness_ms_p99` checks that the generator kept up with its schedule.
 
 Both return `(records, wall_s, info)`: wall_s runs from the start until the last request finished;
-info holds driver figures (open loop: `arrivals`, `lateness_ms_p99`).
+info holds driver figures (closed loop: `audio_s_per_s_steady`, stats.steady_audio_rate; open loop:
+`arrivals`, `lateness_ms_p99`).
 """
 
 import asyncio
 import random
 import time
 
-from benchmarks.stats import pct
+from benchmarks.stats import pct, steady_audio_rate
 from benchmarks.texts import TextMix
 
 
@@ -40,7 +41,7 @@ async def closed_loop(
                 records.append(await session.request(text, kind))
 
     await asyncio.gather(*(worker(i) for i in (range(concurrency) if workers is None else workers)))
-    return records, time.perf_counter() - t0, {}
+    return records, time.perf_counter() - t0, {"audio_s_per_s_steady": steady_audio_rate(records, t0, end)}
 
 
 def poisson_schedule(rate: float, duration_s: float, seed: int) -> list[float]:

@@ -61,6 +61,17 @@ def summarize(records: list[RequestRecord], duration_s: float) -> dict:
     }
 
 
+def steady_audio_rate(records: list[RequestRecord], t0: float, end: float) -> float:
+    """Audio seconds per second that reached the clients in the second half of a closed loop's window
+    [t0, end): past the burst of first requests at t0 and before the drain after `end`, when no worker
+    starts a new request and the rate falls with the finishing ones (`audio_s_per_s` spans both)."""
+    mid = (t0 + end) / 2
+    if end <= mid:
+        return 0.0
+    audio = sum(n / r.sample_rate for r in records for t, n in r.arrivals if mid <= t < end)
+    return round(audio / (end - mid), 3)
+
+
 def by_kind(records: list[RequestRecord]) -> dict:
     """TTFA p50 and underruns per text kind (short/medium/long)."""
     out = {}

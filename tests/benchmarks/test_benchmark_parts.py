@@ -12,7 +12,7 @@ import torch
 from benchmarks.client_stalls import LoopStalls, overlapping, summary
 from benchmarks.loop import poisson_schedule
 from benchmarks.playback import RequestRecord, playback
-from benchmarks.stats import pct, summarize
+from benchmarks.stats import pct, steady_audio_rate, summarize
 from benchmarks.texts import KINDS, TextMix
 
 
@@ -83,6 +83,13 @@ def test_summary_figures():
     assert s["ttfa_ms_p50"] == 125.0 and s["underruns"] == 1 and s["underrun_requests"] == 1
     assert s["audio_s"] == 3.0 and s["audio_s_per_s"] == 1.0
     assert pct([1, 2, 3, 4], 50) == 2.5 and pct([], 50) is None
+
+
+def test_the_steady_rate_counts_only_audio_that_arrived_in_the_windows_second_half():
+    # window [0, 4): the burst at 0.5 s and the drain at 4.5 s fall outside [2, 4)
+    recs = [record([(0.5, 4000), (2.5, 1000)]), record([(3.9, 3000), (4.5, 9000)])]
+    assert steady_audio_rate(recs, 0.0, 4.0) == 2.0  # 4 s of audio over 2 s
+    assert steady_audio_rate(recs, 1.0, 1.0) == 0.0
 
 
 def test_text_mix_is_seeded_and_kinds_have_the_promised_lengths():

@@ -11,6 +11,7 @@ async def test_workers_spread_over_two_client_processes(server):
     a = SimpleNamespace(client_processes=2, duration=1.0, mix=None, request_timeout=60.0, voices=("default",))
     records, wall, info = await closed_loop_processes(server.url, "http", 3, a, seed=5)
     assert info["client_processes"] == 2 and info["client_cpu_pct"] > 0
+    assert info["audio_s_per_s_steady"] > 0  # the workers were streaming in the window's second half
     assert len(records) >= 3  # each of the 3 workers sent at least one request
     assert {r.voice for r in records} == {"default"}
     assert all(r.ok for r in records), [r.error for r in records]
