@@ -119,6 +119,34 @@ STEP_SECONDS = "uttera_engine_step_seconds_total"
 REQUESTS = "uttera_requests_total"
 
 
+TTFA = "uttera_time_to_first_audio_seconds"
+
+
+def server_ttfa(before: dict, after: dict) -> dict:
+    """TTFA as the server measured it during the run (from its histogram, all transports): the mean, and
+    the p50 and p99 as the upper bound of the bucket they fall in. Set beside the client's TTFA, it says
+    whether a first chunk was late inside the server or before the request reached it."""
+    delta = lambda key: after.get(key, 0.0) - before.get(key, 0.0)  # noqa: E731
+    count = sum(delta(k) for k in after if k.startswith(TTFA + "_count"))
+    if count <= 0:
+        return {}
+    total = sum(delta(k) for k in after if k.startswith(TTFA + "_sum"))
+    buckets: dict[float, float] = {}
+    for key in after:
+        if key.startswith(TTFA + "_bucket"):
+            le = key.split('le="', 1)[1].split('"', 1)[0]
+            buckets[float(le)] = buckets.get(float(le), 0.0) + delta(key)
+
+    def bound(q: float) -> float | None:
+        return next((1000 * le for le, n in sorted(buckets.items()) if n >= q * count), None)
+
+    return {
+        "server_ttfa_ms_mean": round(1000 * total / count, 3),
+        "server_ttfa_ms_p50_bucket": bound(0.5),
+        "server_ttfa_ms_p99_bucket": bound(0.99),
+    }
+
+
 def engine_summary(before: dict, after: dict, samples: list[dict], wall_s: float) -> dict:
     """Engine figures of a run from /metrics: mean running/waiting requests (sampled), and the mean
     step time if the server exports a step counter (`uttera_engine_steps_total`)."""
@@ -150,6 +178,7 @@ def engine_summary(before: dict, after: dict, samples: list[dict], wall_s: float
     ):
         if name in before and name in after:
             out[key] = round(after[name] - before[name], 3)
+    out.update(server_ttfa(before, after))
     # How the server says the run's requests ended, by transport and status (a client error whose request
     # the server counts "ok" or "disconnected" was lost between them, one it counts "error" was the server's).
     ended = {

@@ -148,6 +148,30 @@ def test_engine_summary_says_how_the_server_ended_the_runs_requests():
     }
 
 
+def test_the_servers_ttfa_over_a_run_comes_from_its_histograms_change():
+    from prometheus_client import CollectorRegistry, Histogram, generate_latest
+
+    from benchmarks.server import parse_metrics, server_ttfa
+    from uttera_server.metrics import LATENCY_BUCKETS
+
+    registry = CollectorRegistry()
+    ttfa = Histogram(
+        "uttera_time_to_first_audio_seconds", "", ["transport"], buckets=LATENCY_BUCKETS, registry=registry
+    )
+    ttfa.labels("http").observe(9.0)  # before the run: not counted
+    before = parse_metrics(generate_latest(registry).decode())
+    for seconds in (0.012, 0.03, 0.03, 0.04):
+        ttfa.labels("http").observe(seconds)
+    ttfa.labels("websocket").observe(0.4)
+    after = parse_metrics(generate_latest(registry).decode())
+    assert server_ttfa(before, after) == {
+        "server_ttfa_ms_mean": 102.4,
+        "server_ttfa_ms_p50_bucket": 35.0,
+        "server_ttfa_ms_p99_bucket": 500.0,
+    }
+    assert server_ttfa(after, after) == {}
+
+
 def test_a_connection_lost_after_audio_arrived_is_told_apart():
     from benchmarks.clients import _exc_code
 

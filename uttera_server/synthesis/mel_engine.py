@@ -306,6 +306,13 @@ class MelEngine:
         """Stop the engine (or leave the shared one, as a client); its processes get `timeout_s` to
         exit before they are killed (serve.py's shutdown budget counts on it)."""
         if self._llm is not None:
+            # vLLM's AsyncLLM.shutdown stops the engine core before it cancels its output handler, which in
+            # between reads the engine's exit as a failure and logs it with a traceback ("AsyncLLM
+            # output_handler failed") on every shutdown: the handler is cancelled first here.
+            from vllm.utils.async_utils import cancel_task_threadsafe
+
+            if (handler := getattr(self._llm, "output_handler", None)) is not None:
+                cancel_task_threadsafe(handler)
             self._llm.shutdown(timeout=timeout_s)
             self._llm = None
 
