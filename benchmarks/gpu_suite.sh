@@ -107,7 +107,7 @@ host_cpu() {
   local log=$1.server.log
   for _ in $(seq 600); do [ "$(grep -c "engine ready" "$log" 2>/dev/null)" -ge 1 ] && break; sleep 0.5; done
   sleep "$TOP_AT"
-  { echo "== $(basename "$1") $(date +%T)"; top -b -n 2 -d 3 -w 200 | awk '/^top -/{k++} k==2' | head -"${TOP_LINES:-30}"; } >>"$OUT/top.txt"
+  { echo "== $(basename "$1") $(date +%T)"; top -b -c -n 2 -d 3 -w 200 | awk '/^top -/{k++} k==2' | head -"${TOP_LINES:-30}"; } >>"$OUT/top.txt"
 }
 
 smoke() {
