@@ -10,6 +10,11 @@ voice agent keeps it). Errors become codes: `http_<status>_<code>`, `ws_<code>`,
 Sessions for the load drivers (loop.py, paced.py): `session_factory(transport, ...)` gives `open_session(i)`,
 an async context manager whose session has `request(text, kind)`: HTTP over a shared client, or one
 WebSocket per session.
+
+The HTTP client is aiohttp's (its C parser; vLLM depends on it): streaming 2 KB chunks from a local server,
+httpx cost a client process ~600 µs of CPU a chunk and could not read more than ~1,450 chunks/s, aiohttp
+~28 µs (`python -m benchmarks.client_cost`). With httpx, four client processes at 1,024 streams ran at
+85–99 % of a core with their loops stalled for seconds (benchmarks/RESULTS.md, 2026-12-07).
 """
 
 import asyncio
@@ -18,7 +23,7 @@ import itertools
 import json
 import time
 
-import httpx
+import aiohttp
 import websockets
 
 from benchmarks.playback import RequestRecord
@@ -27,23 +32,23 @@ _ids = itertools.count()
 
 
 async def http_request(
-    client: httpx.AsyncClient, text: str, kind: str, timeout_s: float, voice: str = "default"
+    client: aiohttp.ClientSession, text: str, kind: str, timeout_s: float, voice: str = "default"
 ) -> RequestRecord:
     rec = RequestRecord("http", kind, len(text), time.perf_counter(), voice=voice)
     body = {"model": "uttera", "input": text, "voice": voice, "response_format": "pcm"}
     try:
         async with asyncio.timeout(timeout_s):
-            async with client.stream("POST", "/v1/audio/speech", json=body) as r:
-                if r.status_code != 200:
-                    raw = await r.aread()
+            async with client.post("/v1/audio/speech", json=body) as r:
+                if r.status != 200:
+                    raw = await r.read()
                     try:
                         code = json.loads(raw)["error"]["code"]
                     except (ValueError, KeyError, TypeError):
                         code = "unknown"
-                    rec.error = f"http_{r.status_code}_{code}"
+                    rec.error = f"http_{r.status}_{code}"
                     return rec
                 rec.sample_rate = int(r.headers.get("x-sample-rate", rec.sample_rate))
-                async for chunk in r.aiter_bytes():
+                async for chunk in r.content.iter_any():
                     rec.add(time.perf_counter(), len(chunk) / 2)
         rec.t_done = time.perf_counter()
     except TimeoutError:
@@ -100,7 +105,7 @@ async def ws_connect(base_url: str):
 
 
 class HttpSession:
-    def __init__(self, client: httpx.AsyncClient, timeout_s: float, voice: str = "default"):
+    def __init__(self, client: aiohttp.ClientSession, timeout_s: float, voice: str = "default"):
         self.client, self.timeout_s, self.voice = client, timeout_s, voice
 
     async def request(self, text: str, kind: str) -> RequestRecord:
@@ -134,7 +139,11 @@ class WsSession:
 
 
 def session_factory(
-    transport: str, base_url: str, client: httpx.AsyncClient, timeout_s: float, voices: tuple[str, ...] = ("default",)
+    transport: str,
+    base_url: str,
+    client: aiohttp.ClientSession,
+    timeout_s: float,
+    voices: tuple[str, ...] = ("default",),
 ):
     """Session `i` asks for `voices[i % len(voices)]` (mixed voices: one per session, dealt round-robin)."""
 
@@ -153,7 +162,11 @@ def session_factory(
     return open_session
 
 
-def load_client(base_url: str, timeout_s: float) -> httpx.AsyncClient:
-    """The load generator's HTTP client: no connection limit, so every worker streams at once."""
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    return httpx.AsyncClient(base_url=base_url, timeout=timeout_s, limits=limits)
+def load_client(base_url: str, timeout_s: float) -> aiohttp.ClientSession:
+    """The load generator's HTTP client: no connection limit, so every worker streams at once; each request
+    has its own deadline (`http_request`'s `timeout_s`), the session none."""
+    return aiohttp.ClientSession(
+        base_url=base_url,
+        connector=aiohttp.TCPConnector(limit=0),
+        timeout=aiohttp.ClientTimeout(total=None, connect=timeout_s),
+    )

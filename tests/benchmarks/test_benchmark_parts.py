@@ -214,3 +214,19 @@ def test_underruns_are_matched_with_the_server_pauses_logged_during_the_level():
     assert f["server_collector_pauses"] == 1 and f["server_step_gaps"] == 0  # the step gap was before the level
     assert f["underruns_overlapping_server_pause"] == 1
     assert f["server_pause_ms_max"] == 300.0
+
+
+def test_the_client_cost_benchmark_measures_both_clients_against_its_server(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "cost.json"
+    args = ["--streams", "4", "--duration", "1", "--rounds", "1", "--chunks", "5", "--gap-ms", "10", "--out", str(out)]
+    subprocess.run(
+        [sys.executable, "-m", "benchmarks.client_cost", *args], check=True, timeout=120, capture_output=True
+    )
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["client"] for r in rows} == {"httpx", "aiohttp"}
+    for r in rows:  # chunks of 2,048 bytes (a read may join several)
+        assert r["errors"] == 0 and r["requests"] >= 4 and r["chunks"] >= r["requests"]
+        assert r["cpu_us_per_chunk"] > 0 and r["bytes_per_chunk"] > 0

@@ -28,3 +28,14 @@ async def test_sessions_deal_voices_round_robin():
         async with open_session(i) as session:
             voices.append(session.voice)
     assert voices == ["joe", "heart", "joe", "heart", "joe"]
+
+
+async def test_the_load_clients_request_records_the_servers_error_code_and_a_whole_stream(server):
+    from benchmarks.clients import http_request, load_client
+
+    async with load_client(server.url, 30) as client:
+        bad = await http_request(client, "Hello.", "short", 30, voice="nobody")
+        good = await http_request(client, "Hello there.", "short", 30)
+    assert bad.error == "http_400_unknown_voice" and not bad.arrivals
+    assert good.ok and good.sample_rate == 22050 and good.audio_s > 0.3
+    assert good.arrivals == sorted(good.arrivals) and good.ttfa_s is not None
