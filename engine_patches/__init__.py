@@ -11,7 +11,9 @@ One module per vLLM point patched (see ../shared/notes/vllm-0.32-output-path.md 
 - `engine_vocoder` (with `pcm_wire`): requests that ask for PCM are vocoded inside the worker instead,
   and their audio travels on a channel of its own to the serving process.
 - `shared_gpu`: data-parallel engine cores beyond the host's GPU count share GPUs (rank r on r % groups).
-- `process_tree`: killing an engine core's process tree at shutdown skips descendants that already exited.
+- `process_tree`: engine cores and the DP coordinator in a process group of their own (a terminal's Ctrl-C
+  reaches the serving processes only, which drain, then stop the engine); killing an engine core's process
+  tree at shutdown skips descendants that already exited.
 - `pauses`: warnings for garbage-collector passes and engine steps long enough to starve a new stream.
 - `outputs`: `RequestOutput.add` concatenates `mel_chunks` when the collector merges outputs of a lagging
   consumer, so no chunk is lost.

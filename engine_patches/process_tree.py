@@ -1,5 +1,14 @@
-"""Patch of `vllm.utils.system_utils.kill_process_tree`: a descendant that exits on its own while the tree
-is being killed is skipped, instead of failing the shutdown.
+"""The engine's processes at the start and end of their lives.
+
+Engine cores and vLLM's data-parallel coordinator run in a process group of their own. A terminal's Ctrl-C
+sends SIGINT to its whole foreground process group: in the server's, an engine core stopped at once (and
+its worker, and the coordinator), cutting every stream, where the serving processes meant to let them
+finish (uttera_server/serve.py); the serving processes stop the engine themselves once their streams are
+done. Out of the group, a process no longer dies with a `killpg` of the server's, so each one watches its
+parent and stops (SIGTERM, vLLM's own shutdown) when it is gone, as vLLM's workers do with their pipe.
+
+`kill_process_tree`: a descendant that exits on its own while the tree is being killed is skipped, instead
+of failing the shutdown.
 
 vLLM 0.32's version lists an engine core's descendants, then asks each for its name (for a log line)
 before sending SIGKILL, and only suppresses `ProcessLookupError`. A descendant that exits between the
@@ -12,6 +21,10 @@ that is gone counts as killed.
 
 import contextlib
 import logging
+import os
+import signal
+import threading
+import time
 
 import psutil
 
@@ -36,9 +49,54 @@ def kill_process_tree(pid: int) -> None:
             process.kill()
 
 
+PARENT_POLL_S = 1.0  # how often a detached engine process checks that its parent is alive
+
+
+def detach() -> None:
+    """In a new engine process: a process group of its own, and a SIGTERM to itself once its parent is gone."""
+    os.setpgrp()
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        log.warning("[shutdown] the process that started this one (pid %d) is gone: stopping", parent)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="uttera-parent-watch", daemon=True).start()
+
+
+def run_engine_core(*args, **kwargs):
+    """`EngineCoreProc.run_engine_core`, detached first (the target vLLM's process manager starts)."""
+    from vllm.v1.engine.core import EngineCoreProc
+
+    detach()
+    return getattr(EngineCoreProc, "uttera_run_engine_core", EngineCoreProc.run_engine_core)(*args, **kwargs)
+
+
+def run_coordinator(*args, **kwargs):
+    """`DPCoordinatorProc.run_coordinator`, detached first."""
+    from vllm.v1.engine.coordinator import DPCoordinatorProc
+
+    detach()
+    return getattr(DPCoordinatorProc, "uttera_run_coordinator", DPCoordinatorProc.run_coordinator)(*args, **kwargs)
+
+
 def patch() -> None:
     import importlib
+
+    from vllm.v1.engine.coordinator import DPCoordinatorProc
+    from vllm.v1.engine.core import EngineCoreProc
 
     for name in _IMPORTERS:
         module = importlib.import_module(name)
         module.kill_process_tree = kill_process_tree  # type: ignore[attr-defined]  # the patch itself
+    # The process targets, pickled by name for the spawned child: there, the originals run (this patch has
+    # not been applied in a process that is only starting).
+    for cls, name, target in (
+        (EngineCoreProc, "run_engine_core", run_engine_core),
+        (DPCoordinatorProc, "run_coordinator", run_coordinator),
+    ):
+        if not hasattr(cls, f"uttera_{name}"):
+            setattr(cls, f"uttera_{name}", getattr(cls, name))
+            setattr(cls, name, staticmethod(target))

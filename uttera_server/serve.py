@@ -94,5 +94,8 @@ def serve(config: ServerConfig, synth: SpeechSynthesizer, sock: socket.socket | 
         loop=config.event_loop,
     )
     server = GracefulServer(uv_config, app.state.uttera.streams, config.graceful_shutdown_s)
-    server.run(sockets=[sock] if sock is not None else None)
+    try:
+        server.run(sockets=[sock] if sock is not None else None)
+    except KeyboardInterrupt:  # uvicorn raises a Ctrl-C's SIGINT again once its shutdown is done: all stopped
+        log.info("stopped by SIGINT")
     return server.started

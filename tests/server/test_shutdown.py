@@ -1,9 +1,13 @@
-"""Graceful shutdown on SIGTERM, on a server of its own: stop accepting, drain, cancel, close the engine."""
+"""Graceful shutdown on SIGTERM, on a server of its own: stop accepting, drain, cancel, close the engine; the
+same on a terminal's Ctrl-C (SIGINT to the whole process group); the engine's processes stop with a server
+that was killed."""
 
+import os
 import signal
 import time
 
 import httpx
+import psutil
 import pytest
 from websockets.asyncio.client import connect
 
@@ -58,3 +62,40 @@ async def test_sigterm_lets_streams_finish_then_cancels_the_rest(model_dir, tmp_
     log = server.log_tail(200)
     assert "closing the engine" in log
     assert "Traceback" not in log and "output_handler failed" not in log  # the engine's exit is not a failure
+
+
+async def test_ctrl_c_lets_a_stream_finish_and_exits_cleanly(model_dir, tmp_path):
+    """A terminal sends SIGINT to its whole foreground process group: the engine's processes must not die
+    before the serving process has drained (engine_patches/process_tree.py)."""
+    server = start_server(model_dir, tmp_path / "server.log", ("--graceful-shutdown-timeout", str(timeout(30))))
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=timeout(60)) as http:
+            body = {"model": "uttera", "input": "A request in flight when the operator presses Ctrl-C. " * 3}
+            async with http.stream("POST", "/v1/audio/speech", json=body) as r:
+                parts = r.aiter_raw()
+                audio = bytearray(await anext(parts))
+                os.killpg(server.proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: every process of the group
+                async for part in parts:  # the stream completes (httpx raises on a cut one)
+                    audio += part
+        async with httpx.AsyncClient(base_url=server.url, timeout=timeout(60)) as http:
+            with pytest.raises(httpx.ConnectError):  # not accepting any more
+                await http.get("/health")
+        assert server.proc.wait(timeout(60)) == 0
+    finally:
+        server.stop()
+    log = server.log_tail(300)
+    assert len(audio) > 44 + 22050, log  # over a second of audio: the whole answer, not a cut
+    assert "Application shutdown complete" in log and "Traceback" not in log, log
+    assert "EngineCore: trigger received signal=SIGINT" not in log  # the engine was stopped by the server
+
+
+def test_the_engines_processes_stop_when_the_server_is_killed(model_dir, tmp_path):
+    server = start_server(model_dir, tmp_path / "server.log")
+    engine = [p for p in psutil.Process(server.proc.pid).children(recursive=True) if "EngineCore" in p.name()]
+    assert engine, [p.name() for p in psutil.Process(server.proc.pid).children(recursive=True)]
+    server.proc.kill()  # the serving process alone, no shutdown of its own
+    server.proc.wait()
+    gone, alive = psutil.wait_procs(engine, timeout=timeout(30))
+    for p in alive:
+        p.kill()
+    assert not alive, f"engine processes outlived the server: {alive}\n{server.log_tail()}"
