@@ -21,7 +21,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from benchmarks import machine
 from benchmarks.clients import http_request, load_client
@@ -66,6 +68,8 @@ async def httpx_request(client, text: str, kind: str, timeout_s: float) -> Reque
 async def run_client(name: str, url: str, streams: int, duration_s: float) -> dict:
     import httpx
 
+    client: Any  # an httpx.AsyncClient or an aiohttp.ClientSession, each with its request function
+    request: Callable[..., Awaitable[RequestRecord]]
     if name == "httpx":
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
         client, request = httpx.AsyncClient(base_url=url, timeout=60, limits=limits), httpx_request

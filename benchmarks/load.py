@@ -208,14 +208,18 @@ async def run_level(
 
 
 async def warm_up(base_url: str, transport: str, n: int, a) -> None:
+    """`n` requests before the levels; a failed one stops the run (a server that cannot answer them would
+    make every level's figures meaningless)."""
     if n <= 0:
         return
     mix = TextMix(a.seed + 999_999, a.mix)
-    async with httpx.AsyncClient(base_url=base_url, timeout=a.request_timeout) as client:
+    async with load_client(base_url, a.request_timeout) as client:
         open_session = session_factory(transport, base_url, client, a.request_timeout, a.voices)
         for i in range(n):
             async with open_session(i) as session:
-                await session.request(*reversed(mix.draw()))
+                rec = await session.request(*reversed(mix.draw()))
+            if not rec.ok:
+                raise SystemExit(f"warm-up request {i + 1} of {n} ({transport}) failed: {rec.error or 'no audio'}")
 
 
 def passes(row: dict, budget_ms: float | None) -> bool:

@@ -25,6 +25,7 @@ import os
 import signal
 import threading
 import time
+from typing import Any
 
 import psutil
 
@@ -66,20 +67,20 @@ def detach() -> None:
     threading.Thread(target=watch, name="uttera-parent-watch", daemon=True).start()
 
 
-def run_engine_core(*args, **kwargs):
+def run_engine_core(*args: Any, **kwargs: Any) -> None:
     """`EngineCoreProc.run_engine_core`, detached first (the target vLLM's process manager starts)."""
     from vllm.v1.engine.core import EngineCoreProc
 
     detach()
-    return getattr(EngineCoreProc, "uttera_run_engine_core", EngineCoreProc.run_engine_core)(*args, **kwargs)
+    getattr(EngineCoreProc, "uttera_run_engine_core", EngineCoreProc.run_engine_core)(*args, **kwargs)
 
 
-def run_coordinator(*args, **kwargs):
+def run_coordinator(*args: Any, **kwargs: Any) -> None:
     """`DPCoordinatorProc.run_coordinator`, detached first."""
     from vllm.v1.engine.coordinator import DPCoordinatorProc
 
     detach()
-    return getattr(DPCoordinatorProc, "uttera_run_coordinator", DPCoordinatorProc.run_coordinator)(*args, **kwargs)
+    getattr(DPCoordinatorProc, "uttera_run_coordinator", DPCoordinatorProc.run_coordinator)(*args, **kwargs)
 
 
 def patch() -> None:

@@ -3,6 +3,8 @@ of the processes, and the records come back whole."""
 
 from types import SimpleNamespace
 
+import pytest
+
 from benchmarks.load import closed_loop_processes
 from benchmarks.stats import summarize
 
@@ -39,3 +41,15 @@ async def test_the_load_clients_request_records_the_servers_error_code_and_a_who
     assert bad.error == "http_400_unknown_voice" and not bad.arrivals
     assert good.ok and good.sample_rate == 22050 and good.audio_s > 0.3
     assert good.arrivals == sorted(good.arrivals) and good.ttfa_s is not None
+
+
+async def test_warm_up_requests_go_through_and_a_failed_one_stops_the_run(server):
+    from types import SimpleNamespace
+
+    from benchmarks.load import warm_up
+
+    a = SimpleNamespace(seed=0, mix=None, request_timeout=30.0, voices=("default",))
+    for transport in ("http", "ws"):
+        await warm_up(server.url, transport, 2, a)
+    with pytest.raises(SystemExit, match="warm-up request 1 of 1 \\(http\\) failed: http_400_unknown_voice"):
+        await warm_up(server.url, "http", 1, SimpleNamespace(**{**vars(a), "voices": ("nobody",)}))

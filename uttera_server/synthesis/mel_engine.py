@@ -307,8 +307,9 @@ class MelEngine:
         exit before they are killed (serve.py's shutdown budget counts on it)."""
         if self._llm is not None:
             # vLLM's AsyncLLM.shutdown stops the engine core before it cancels its output handler, which in
-            # between reads the engine's exit as a failure and logs it with a traceback ("AsyncLLM
-            # output_handler failed") on every shutdown: the handler is cancelled first here.
+            # between may read the engine's exit as a failure and log it with a traceback ("AsyncLLM
+            # output_handler failed"; seen when the engine's worker had to be force-killed, 2026-12-07):
+            # the handler is cancelled first here.
             from vllm.utils.async_utils import cancel_task_threadsafe
 
             if (handler := getattr(self._llm, "output_handler", None)) is not None:
