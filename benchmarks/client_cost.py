@@ -15,9 +15,7 @@ limit of a load run, not the server.
 
 import argparse
 import asyncio
-import contextlib
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -28,12 +26,13 @@ from typing import Any
 from benchmarks import machine
 from benchmarks.clients import http_request, load_client
 from benchmarks.playback import RequestRecord
+from benchmarks.server import free_port, wait_healthy
 
 
 def serve(port: int, chunks: int, chunk_bytes: int, gap_s: float) -> None:
     import uvicorn
     from starlette.applications import Starlette
-    from starlette.responses import StreamingResponse
+    from starlette.responses import PlainTextResponse, StreamingResponse
     from starlette.routing import Route
 
     async def speech(request):
@@ -46,7 +45,10 @@ def serve(port: int, chunks: int, chunk_bytes: int, gap_s: float) -> None:
 
         return StreamingResponse(body(), media_type="audio/pcm", headers={"x-sample-rate": "22050"})
 
-    app = Starlette(routes=[Route("/v1/audio/speech", speech, methods=["POST"])])
+    async def health(request):
+        return PlainTextResponse("ok")
+
+    app = Starlette(routes=[Route("/v1/audio/speech", speech, methods=["POST"]), Route("/health", health)])
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", loop="uvloop", http="httptools")
 
 
@@ -100,12 +102,6 @@ async def run_client(name: str, url: str, streams: int, duration_s: float) -> di
     }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
@@ -129,10 +125,7 @@ def main() -> None:
     child += ["--chunks", str(a.chunks), "--chunk-bytes", str(a.chunk_bytes), "--gap-ms", str(a.gap_ms)]
     server = subprocess.Popen(child)
     try:
-        for _ in range(200):
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-            time.sleep(0.05)
+        wait_healthy(f"http://127.0.0.1:{port}", 60, proc=server)
         rows = []
         for rnd in range(a.rounds):
             for name in ("httpx", "aiohttp") if rnd % 2 == 0 else ("aiohttp", "httpx"):

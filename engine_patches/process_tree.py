@@ -71,16 +71,21 @@ def run_engine_core(*args: Any, **kwargs: Any) -> None:
     """`EngineCoreProc.run_engine_core`, detached first (the target vLLM's process manager starts)."""
     from vllm.v1.engine.core import EngineCoreProc
 
-    detach()
-    getattr(EngineCoreProc, "uttera_run_engine_core", EngineCoreProc.run_engine_core)(*args, **kwargs)
+    _run_detached(EngineCoreProc, "run_engine_core", args, kwargs)
 
 
 def run_coordinator(*args: Any, **kwargs: Any) -> None:
     """`DPCoordinatorProc.run_coordinator`, detached first."""
     from vllm.v1.engine.coordinator import DPCoordinatorProc
 
+    _run_detached(DPCoordinatorProc, "run_coordinator", args, kwargs)
+
+
+def _run_detached(cls: type, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """In the spawned child, the class is not patched: `name` is vLLM's own target (`uttera_<name>` where
+    it is)."""
     detach()
-    getattr(DPCoordinatorProc, "uttera_run_coordinator", DPCoordinatorProc.run_coordinator)(*args, **kwargs)
+    getattr(cls, f"uttera_{name}", getattr(cls, name))(*args, **kwargs)
 
 
 def patch() -> None:
