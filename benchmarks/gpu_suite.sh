@@ -16,7 +16,8 @@
 #   bash benchmarks/gpu_suite.sh large       0.5B random-weight config: http sweep (EXTRA: more server flags)
 #   bash benchmarks/gpu_suite.sh fps         closed loop, C = 1,024, 4 engine cores, 20 s levels: random weights at the voice's
 #                                            dimensions with 4 then 8 mel frames per decode step, then the voice (top.txt:
-#                                            the host's CPU per process at the plateau, TOP_AT)
+#                                            the host's CPU per process at the plateau, TOP_AT); FPS_MODELS picks
+#                                            (fps4 fps8 voice, or NAME=MODEL_DIR, e.g. a voice trained on the host)
 #   bash benchmarks/gpu_suite.sh baselines   (a)-(e) on the default voice, step inflation, timeline
 #   bash benchmarks/gpu_suite.sh convoy      vocoder pass beside a busy thread, by GIL switch interval
 #   bash benchmarks/gpu_suite.sh switch      default voice, http at C = 64,128: --switch-interval-ms 5 vs 0.1
@@ -199,8 +200,9 @@ fps)
   export ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((${KV_GIB:-8} << 30)) --api-servers 4 --data-parallel-size 4 ${EXTRA:-}"
   DUR=${DUR_FPS:-20}; TOP_AT=${TOP_AT:-14}
   for round in $(seq "${ROUNDS:-1}"); do
-    for m in ${FPS_MODELS:-fps4 fps8 voice}; do
+    for m in ${FPS_MODELS:-fps4 fps8 voice}; do  # fps4, fps8, voice, or NAME=MODEL_DIR
       model=models/random-$m; [ "$m" = voice ] && model=voices/default
+      case $m in *=*) model=${m#*=}; m=${m%%=*} ;; esac
       MODEL=$model ROUNDS=1 ab fps 1024 "$m="
     done
   done

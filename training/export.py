@@ -2,6 +2,7 @@
 
     python -m training.export ACOUSTIC_CKPT VOCODER_CKPT OUT_DIR [--name uttera-en-joe-distilled] [--output-gain 0.5]
     python -m training.export VOICE_DIR VOCODER_CKPT OUT_DIR    # a new vocoder beside an exported acoustic model
+    python -m training.export ACOUSTIC_CKPT VOICE_DIR/vocoder OUT_DIR    # a new acoustic model, an exported vocoder
 
 A checkpoint trained on several voices (train_acoustic.py's DIR:ID:TOKEN form) gets config.json's `voices`
 list: each voice's id, voice token and card (VOICE_CARDS).
@@ -97,9 +98,14 @@ def main() -> None:
         voices = [{"id": v, "voice_token": t, **VOICE_CARDS[v]} for v, t in tokens.items()] if len(tokens) > 1 else None
         export_acoustic(model, out, {**DEFAULT_VOICE, "name": a.name}, voices)
         params = f"{model.num_params() / 1e6:.2f}"
-    vt = torch.load(a.vocoder_ckpt, map_location="cpu", weights_only=False)
-    vocoder = Vocoder(VocoderConfig.from_dict({**vt["config"], "output_gain": a.output_gain}))
-    vocoder.load_state_dict(vt["model"])
+    if Path(a.vocoder_ckpt).is_dir():  # an exported vocoder (a voice's vocoder/): its weights and config as they are
+        vdir = Path(a.vocoder_ckpt)
+        vocoder = Vocoder(VocoderConfig.load(vdir))
+        vocoder.load_state_dict({k: v.float() for k, v in load_file(str(vdir / "model.safetensors")).items()})
+    else:
+        vt = torch.load(a.vocoder_ckpt, map_location="cpu", weights_only=False)
+        vocoder = Vocoder(VocoderConfig.from_dict({**vt["config"], "output_gain": a.output_gain}))
+        vocoder.load_state_dict(vt["model"])
     vocoder.config.check_matches(json.loads((out / "config.json").read_text()))
     export_vocoder(vocoder, out)
     phonemes = REPO / "uttera_server/frontend/phonemes_en_us.json"

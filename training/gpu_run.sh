@@ -16,7 +16,7 @@
 # trimmed to English espeak data; see training/README.md), .whl/hibari_tts-0.2.1-py3-none-any.whl,
 # training/data/train_sentences.tsv, voices/default/vocoder (the vocoder's starting weights).
 # Knobs (environment): SYNTH_S (synthesis deadline, s), MIN_AC / MIN_VOC / R8_MIN (training budgets,
-# min; R8_MIN=0 skips the 8-frames-per-step model), VOC_START_S (vocoder start, s after synthesis starts),
+# min; MIN_VOC=0 keeps voices/default/vocoder as it is; R8_MIN=0 skips the 8-frames-per-step model), VOC_START_S (vocoder start, s after synthesis starts),
 # VOC_LR, GAN_AFTER, HEART_WORKERS, PRED_MIN (minutes more of vocoder training after the acoustic model,
 # half of each batch vocoded from its teacher-forced mel: training/aligned_mels.py; 0 = off), AC_ARGS
 # (e.g. "--init voices/default": start the acoustic model from the shipped one; then carry
@@ -83,13 +83,19 @@ pipeline)
   # voices (from the shipped one's weights, started on the shards synthesized so far: they are rewritten
   # atomically every 60 utterances) and one acoustic model for both (a voice token per voice), plus,
   # with R8_MIN > 0, a joe-only acoustic model at 8 frames per step (issue 15's lever, judged offline).
-  synthesize "; vocoder after ${VOC_START_S}s"
-  sleep "$VOC_START_S"
-  until [ "$(ls $W/synth_joe/shard_*.npz 2>/dev/null | wc -l)" -ge 8 ] && \
-        [ "$(ls $W/synth_heart/shard_*.npz 2>/dev/null | wc -l)" -ge "$nh" ] || ! kill -0 $sj 2>/dev/null; do sleep 5; done
-  python3 -m training.train_vocoder $W/synth_joe,$W/synth_heart $W/vocoder --minutes "$MIN_VOC" --lr "${VOC_LR:-2e-4}" \
-    --init voices/default/vocoder --gan-after "${GAN_AFTER:-0.02}" --warmup 50 ${VOC_ARGS:-} > $W/vocoder.out 2>&1 &
-  vo=$!
+  # MIN_VOC=0: no vocoder training; the voice is exported with voices/default/vocoder as it is.
+  vo=
+  if [ "$MIN_VOC" = 0 ]; then
+    synthesize "; no vocoder training"
+  else
+    synthesize "; vocoder after ${VOC_START_S}s"
+    sleep "$VOC_START_S"
+    until [ "$(ls $W/synth_joe/shard_*.npz 2>/dev/null | wc -l)" -ge 8 ] && \
+          [ "$(ls $W/synth_heart/shard_*.npz 2>/dev/null | wc -l)" -ge "$nh" ] || ! kill -0 $sj 2>/dev/null; do sleep 5; done
+    python3 -m training.train_vocoder $W/synth_joe,$W/synth_heart $W/vocoder --minutes "$MIN_VOC" --lr "${VOC_LR:-2e-4}" \
+      --init voices/default/vocoder --gan-after "${GAN_AFTER:-0.02}" --warmup 50 ${VOC_ARGS:-} > $W/vocoder.out 2>&1 &
+    vo=$!
+  fi
   synthesized
   stage features_joe python3 -m training.features $W/synth_joe $W/feat_joe
   stage features_heart python3 -m training.features $W/synth_heart $W/feat_heart
@@ -113,9 +119,9 @@ pipeline)
   fi
   wait $ac; echo "[$(date +%T)] acoustic exit $?"
   [ -n "$r8" ] && { wait $r8; echo "[$(date +%T)] acoustic r8 exit $?"; }
-  wait $vo; echo "[$(date +%T)] vocoder exit $?"
+  [ -n "$vo" ] && { wait $vo; echo "[$(date +%T)] vocoder exit $?"; }
   [ -n "$hg" ] && { wait $hg; echo "[$(date +%T)] hifigan exit $?"; }
-  if [ "${PRED_MIN:-0}" != 0 ]; then  # the vocoder goes on, half of each batch from the acoustic model's mel
+  if [ -n "$vo" ] && [ "${PRED_MIN:-0}" != 0 ]; then  # the vocoder goes on, half of each batch from the acoustic model's mel
     stage aligned_joe python3 -m training.aligned_mels $W/acoustic/ckpt.pt $W/feat_joe $W/pred_joe --voice-token 1
     stage aligned_heart python3 -m training.aligned_mels $W/acoustic/ckpt.pt $W/feat_heart $W/pred_heart --voice-token 255
     stage vocoder_pred python3 -m training.train_vocoder $W/synth_joe,$W/synth_heart $W/vocoder --resume \
@@ -126,10 +132,11 @@ pipeline)
       --batch 16 --segment-frames 32 --gan-after 0 --pred-mels $W/pred_joe,$W/pred_heart ${HIFIGAN_ARGS:-} \
       >> $W/hifigan.out 2>&1
   fi
-  stage export python3 -m training.export $W/acoustic/ckpt.pt $W/vocoder/ckpt.pt $W/voice
+  voc=voices/default/vocoder; [ -n "$vo" ] && voc=$W/vocoder/ckpt.pt
+  stage export python3 -m training.export $W/acoustic/ckpt.pt $voc $W/voice
   [ -n "$hg" ] && stage export_hifigan python3 -m training.export_hifigan $W/hifigan/ckpt.pt $W/voice
-  [ -n "$r8" ] && stage export_r8 python3 -m training.export $W/acoustic_r8/ckpt.pt $W/vocoder/ckpt.pt $W/voice_r8
-  stage plot python3 -m training.plot $W/acoustic/log.jsonl $W/vocoder/log.jsonl $W/loss_curves.png
+  [ -n "$r8" ] && stage export_r8 python3 -m training.export $W/acoustic_r8/ckpt.pt $voc $W/voice_r8
+  [ -n "$vo" ] && stage plot python3 -m training.plot $W/acoustic/log.jsonl $W/vocoder/log.jsonl $W/loss_curves.png
   touch $W/DONE
   echo "[$(date +%T)] DONE"
   ;;

@@ -44,6 +44,7 @@ SIZE_FIELDS = (
     "frames_per_step",
     "max_advance",
 )
+STEP_FIELDS = ("frames_per_step", "max_advance")  # the ones --init may change (init_from adapts the mel head)
 
 
 def parse_voices(spec: str) -> dict[str, tuple[str, int | None]]:
@@ -61,10 +62,16 @@ def parse_voices(spec: str) -> dict[str, tuple[str, int | None]]:
 
 def init_from(model: UtteraTTS, model_dir: Path, voice_tokens: list[int]) -> None:
     """Load an exported directory's weights (fp16 -> fp32) into `model`; each of `voice_tokens` the directory
-    was not trained with (not in its config.json `voices`) gets the embedding of `^`, the id it replaces."""
+    was not trained with (not in its config.json `voices`) gets the embedding of `^`, the id it replaces. A
+    `model` of another frames_per_step gets the directory's mel head stretched over its frames."""
     from safetensors.torch import load_file
 
     state = {k: v.float() for k, v in load_file(str(model_dir / "model.safetensors")).items()}
+    c = model.config
+    for key in ("mel_head.fc2.weight", "mel_head.fc2.bias"):
+        src = state[key].unflatten(0, (-1, c.n_mels))  # (frames the directory emits, n_mels, ...)
+        if src.shape[0] != c.frames_per_step:  # another frames_per_step: frame j starts as frame j * r0 // r
+            state[key] = src[torch.arange(c.frames_per_step) * src.shape[0] // c.frames_per_step].flatten(0, 1)
     model.load_state_dict(state)
     trained = {v["voice_token"] for v in json.loads((model_dir / "config.json").read_text()).get("voices", [])}
     emb = model.model.embed_tokens.weight
@@ -166,8 +173,12 @@ def main() -> None:
     if state is not None:
         config = AcousticConfig(**state["config"])
     elif a.init:
+        # The directory's network; only how many frames a step emits and how far the pointer moves may change.
+        given = {f: getattr(a, f) for f in SIZE_FIELDS if getattr(a, f) is not None}
+        if set(given) - set(STEP_FIELDS):
+            raise SystemExit(f"--init keeps the directory's network: only {', '.join(STEP_FIELDS)} may be given")
         config = dataclasses.replace(
-            AcousticConfig.from_hf(json.loads((Path(a.init) / "config.json").read_text())), dropout=a.dropout
+            AcousticConfig.from_hf(json.loads((Path(a.init) / "config.json").read_text())), dropout=a.dropout, **given
         )
     else:
         overrides = {f: getattr(a, f) for f in SIZE_FIELDS if getattr(a, f) is not None}

@@ -105,6 +105,59 @@ def test_init_from_an_exported_directory(tmp_path):
     assert torch.equal(again.model.embed_tokens.weight[255], src_state["model.embed_tokens.weight"][255])
 
 
+def test_init_from_a_directory_at_other_frames_per_step(tmp_path):
+    from training.export import export_acoustic
+    from training.model import UtteraTTS
+    from training.train_acoustic import init_from
+
+    torch.manual_seed(0)
+    src = UtteraTTS(tiny_acoustic_config())  # 4 frames a step
+    export_acoustic(src, tmp_path / "voice", {"name": "x"})
+    dst = UtteraTTS(tiny_acoustic_config(frames_per_step=8, max_advance=4))
+    init_from(dst, tmp_path / "voice", [1])
+    src_state = {k: v.half().float() for k, v in src.state_dict().items()}
+    n_mels = dst.config.n_mels
+    for key in ("mel_head.fc2.weight", "mel_head.fc2.bias"):
+        old = src_state[key].unflatten(0, (4, n_mels))
+        new = dst.state_dict()[key].unflatten(0, (8, n_mels))
+        for j in range(8):  # stretched in time: frames 0, 0, 1, 1, 2, 2, 3, 3
+            assert torch.equal(new[j], old[j // 2]), (key, j)
+    for k, v in dst.state_dict().items():
+        if not k.startswith("mel_head.fc2."):
+            assert torch.equal(v, src_state[k]), k
+
+
+def test_a_warm_start_at_8_frames_per_step_trains_and_exports(two_voice_run, synthetic_data, tmp_path, monkeypatch):
+    from training import export, train_acoustic
+
+    _, feat = synthetic_data
+    voc = tmp_path / "voc.pt"
+    from vocoder.config import VocoderConfig
+    from vocoder.model import Vocoder
+
+    torch.save({"config": VocoderConfig().to_dict(), "model": Vocoder(VocoderConfig()).state_dict()}, voc)
+    run_main(export, [str(two_voice_run / "ckpt.pt"), str(voc), str(tmp_path / "voice4")], monkeypatch)
+    voices = f"{feat}:joe:1,{feat}:heart:255"
+    init = ["--init", str(tmp_path / "voice4"), "--device", "cpu", "--workers", "0", "--max-tokens", "400"]
+    with pytest.raises(SystemExit, match="keeps the directory's network"):
+        run_main(train_acoustic, [voices, str(tmp_path / "bad"), *init, "--hidden-size", "64"], monkeypatch)
+    run8 = tmp_path / "ac8"
+    args = [voices, str(run8), *init, "--frames-per-step", "8", "--max-advance", "4", "--max-steps", "2"]
+    run_main(train_acoustic, args, monkeypatch)
+    state = torch.load(run8 / "ckpt.pt", weights_only=False)
+    assert (state["config"]["frames_per_step"], state["config"]["max_advance"], state["step"]) == (8, 4, 2)
+    # an exported vocoder directory goes into the new voice as it is
+    run_main(
+        export, [str(run8 / "ckpt.pt"), str(tmp_path / "voice4" / "vocoder"), str(tmp_path / "voice8")], monkeypatch
+    )
+    cfg = json.loads((tmp_path / "voice8" / "config.json").read_text())
+    assert (cfg["frames_per_step"], cfg["max_advance"]) == (8, 4)
+    for name in ("config.json", "model.safetensors"):
+        assert (tmp_path / "voice8" / "vocoder" / name).read_bytes() == (
+            tmp_path / "voice4" / "vocoder" / name
+        ).read_bytes()
+
+
 def test_aligned_mels_read_an_exported_voice_as_its_checkpoint(two_voice_run, tmp_path):
     from training import aligned_mels
     from training.export import export_acoustic
