@@ -126,6 +126,7 @@ def make_tiny_model(
     layers: int = 2,
     heads: int = 2,
     voices: Mapping[str, int] | None = None,
+    frames_per_step: int = 4,
 ) -> Path:
     """`voices`: `{id: voice_token}` for a multi-voice directory (e.g. `{"joe": 1, "heart": 255}`);
     None: one voice, without a `voices` list."""
@@ -134,7 +135,7 @@ def make_tiny_model(
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = acoustic_config(hidden, layers, heads)
+    cfg = acoustic_config(hidden, layers, heads, frames_per_step)
     if voices is not None:
         cfg["voices"] = voices_list(voices)
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")

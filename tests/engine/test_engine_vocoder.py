@@ -375,3 +375,26 @@ async def test_urgency_in_a_real_engine_vocodes_every_step_else_the_doubling_sch
             u.consumed, u.pending_frames, schedule = u.consumed + u.pending_frames, 0, schedule + 1
     assert pieces["never"] <= schedule < steps // 2, (pieces, schedule, steps)
     assert pieces["always"] >= steps - FIRST_CHUNK_FRAMES // voc.engine.model.frames_per_step - 1, (pieces, steps)
+
+
+async def test_eight_frames_a_step_pcm_equals_offline_vocoding(tmp_path):
+    """A model that emits 8 mel frames a decode step (issue 15's lever: half the row-steps per audio
+    second): the vocoder's chunks (6, then 12 frames) cut across its steps, and several utterances share
+    each step; every utterance's PCM is still its whole mel vocoded offline."""
+    from uttera_server.tiny_model import make_tiny_model
+
+    model_dir = make_tiny_model(tmp_path / "fps8", seed=3, frames_per_step=8)
+    v = await start_vocoding_engine(model_dir, engine_config())
+    vocoder = Vocoder.from_dir(model_dir / "vocoder")
+    try:
+        assert v.engine.model.frames_per_step == 8
+        prompts = [prompt(10 + 11 * i, seed=80 + i) for i in range(4)]
+        mels, results = await asyncio.gather(
+            asyncio.gather(*(mel_of(v.engine, ids) for ids in prompts)),
+            asyncio.gather(*(pcm_of(v, ids, f"fps8-{i}", read_delay=0.01 * i) for i, ids in enumerate(prompts))),
+        )
+    finally:
+        await stop_vocoding_engine(v)
+    for i, (mel, (frames, pcm, _)) in enumerate(zip(mels, results)):
+        assert mel.shape[0] % 8 == 0 and frames == mel.shape[0], (i, mel.shape, frames)
+        assert_pcm_equal(pcm, offline_pcm(vocoder, mel), f"utterance {i}")
