@@ -7,6 +7,7 @@ import random
 import time
 
 import numpy as np
+import pytest
 import torch
 
 from benchmarks.client_stalls import LoopStalls, overlapping, summary
@@ -230,3 +231,16 @@ def test_the_client_cost_benchmark_measures_both_clients_against_its_server(tmp_
     for r in rows:  # chunks of 2,048 bytes (a read may join several)
         assert r["errors"] == 0 and r["requests"] >= 4 and r["chunks"] >= r["requests"]
         assert r["cpu_us_per_chunk"] > 0 and r["bytes_per_chunk"] > 0
+
+
+def test_mel_step_position_splits_the_error_by_place_in_the_step():
+    from benchmarks.mel_step_position import by_position
+
+    teacher = [np.zeros((10, 2)), np.zeros((3, 2))]
+    # error = the frame's place in its 4-frame step (0, 1, 2, 3, 0, ...), the same in both bins
+    predicted = [np.repeat((np.arange(len(t)) % 4)[:, None], 2, axis=1).astype(np.float32) for t in teacher]
+    mean, pos = by_position(teacher, predicted, 4)
+    assert pos == [0.0, 1.0, 2.0, 3.0]
+    assert mean == (sum(i % 4 for i in range(10)) + 0 + 1 + 2) / 13
+    with pytest.raises(ValueError, match="differ"):
+        by_position([np.zeros((4, 2))], [np.zeros((5, 2))], 4)

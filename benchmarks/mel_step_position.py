@@ -1,0 +1,72 @@
+"""How far the acoustic model's mel is from its teacher's, by a frame's place in its decode step.
+
+    python -m benchmarks.mel_step_position FEAT_DIR NAME=PRED_DIR [...] --frames NAME=R [...] [--out OUT.json]
+
+A decode step emits `frames_per_step` frames from one hidden state. FEAT_DIR holds teacher log-mels
+(`training.features`); each PRED_DIR holds one model's teacher-forced mel of the same utterances,
+frame-aligned (`training.aligned_mels MODEL FEAT_DIR PRED_DIR`); `--frames NAME=R` gives that model's
+frames per step (the aligned mels do not record it). For each model: the mean absolute
+log-mel difference over all frames, and by position 0..R-1 within the step (frame t of an utterance
+sits at t mod R). Prints one row per model; writes JSON with the command.
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks import machine
+
+
+def by_position(teacher: list[np.ndarray], predicted: list[np.ndarray], r: int) -> tuple[float, list[float]]:
+    """Utterances' (T, n_mels) mels -> (mean |pred - teacher| over all frames, the mean at each position 0..r-1)."""
+    sums, counts = np.zeros(r), np.zeros(r)
+    for t, p in zip(teacher, predicted, strict=True):
+        if t.shape != p.shape:
+            raise ValueError(f"teacher {t.shape} and predicted {p.shape} mels differ")
+        err = np.abs(t.astype(np.float64) - p.astype(np.float64)).mean(1)
+        pos = np.arange(len(err)) % r
+        sums += np.bincount(pos, weights=err, minlength=r)
+        counts += np.bincount(pos, minlength=r)
+    return float(sums.sum() / counts.sum()), (sums / np.maximum(counts, 1)).tolist()
+
+
+def read_mels(directory: Path, prefix: str) -> list[np.ndarray]:
+    """Every utterance's mel of `directory/{prefix}_*.npz` (`mel` + `mel_off`), in shard order."""
+    mels = []
+    for path in sorted(directory.glob(f"{prefix}_*.npz")):
+        with np.load(path) as d:
+            mel, off = d["mel"], d["mel_off"]
+        mels += [mel[off[u] : off[u + 1]] for u in range(len(off) - 1)]
+    if not mels:
+        raise SystemExit(f"no {prefix}_*.npz in {directory}")
+    return mels
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("feat_dir", type=Path)
+    parser.add_argument("preds", nargs="+", metavar="NAME=PRED_DIR")
+    parser.add_argument("--frames", action="append", default=[], metavar="NAME=R", help="frames per step of NAME")
+    parser.add_argument("--out", type=Path, default=Path("mel_step_position.json"))
+    a = parser.parse_args()
+    frames = {k: int(v) for k, v in (f.split("=", 1) for f in a.frames)}
+    teacher = read_mels(a.feat_dir, "feat")
+    rows = {}
+    for spec in a.preds:
+        name, pred_dir = spec.split("=", 1)
+        r = frames.get(name)
+        if r is None:
+            raise SystemExit(f"--frames {name}=R is needed: aligned_mels does not record the model's frames per step")
+        mean, pos = by_position(teacher, read_mels(Path(pred_dir), "pred"), r)
+        rows[name] = {"frames_per_step": r, "utterances": len(teacher), "l1": mean, "l1_by_position": pos}
+        print(f"{name:>12} r={r}  all {mean:.3f}  by position " + " ".join(f"{x:.3f}" for x in pos), flush=True)
+    a.out.write_text(
+        json.dumps({"command": machine.command(), "machine": machine.describe(), "models": rows}, indent=1) + "\n"
+    )
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
