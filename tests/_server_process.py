@@ -84,10 +84,14 @@ def subprocess_env() -> dict[str, str]:
 
 
 def start_server(
-    model_dir: Path, log_path: Path, extra_args: tuple[str, ...] = (), entry: tuple[str, ...] | None = None
+    model_dir: Path,
+    log_path: Path,
+    extra_args: tuple[str, ...] = (),
+    entry: tuple[str, ...] | None = None,
+    env: dict[str, str] | None = None,
 ) -> ServerProcess:
     """Start the server and wait until GET /health answers 200; fail with its log otherwise. `entry`
-    replaces `python -m uttera_server` (a wrapper that takes the same arguments)."""
+    replaces `python -m uttera_server` (a wrapper that takes the same arguments); `env`: more environment."""
     port = free_port()
     command = [
         *(entry or uttera_command()),
@@ -103,7 +107,12 @@ def start_server(
     ]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            command, cwd=REPO, env=subprocess_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            command,
+            cwd=REPO,
+            env={**subprocess_env(), **(env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     server = ServerProcess(f"http://127.0.0.1:{port}", proc, log_path)
     deadline = time.monotonic() + timeout(STARTUP_TIMEOUT_S)

@@ -17,12 +17,15 @@ Shutdown: SIGTERM or SIGINT here is passed to every serving process, which drain
 does (serve.py); once they have exited, the engine core is shut down.
 """
 
+import contextlib
 import logging
 import multiprocessing
 import os
+import shutil
 import signal
 import socket
 import tempfile
+from collections.abc import Iterator
 from multiprocessing.context import SpawnProcess
 from types import FrameType
 from typing import Any
@@ -85,17 +88,36 @@ def _frontend_main(
     raise SystemExit(0 if ok else 3)
 
 
+@contextlib.contextmanager
+def metrics_dir() -> Iterator[None]:
+    """The serving processes' shared Prometheus directory: the operator's `PROMETHEUS_MULTIPROC_DIR` as it
+    is, else a fresh one that is removed, with the variable, once the server has stopped."""
+    if os.environ.get(PROMETHEUS_DIR_ENV):
+        yield
+        return
+    path = tempfile.mkdtemp(prefix="uttera-metrics-")
+    os.environ[PROMETHEUS_DIR_ENV] = path
+    try:
+        yield
+    finally:
+        os.environ.pop(PROMETHEUS_DIR_ENV, None)
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def serve_frontends(config: ServerConfig, count: int) -> bool:
     """Launch the engine core and `count` serving processes; block until they exit. False if the server
     could not start."""
+    with metrics_dir():  # set before the serving processes start: they read it as they import prometheus_client
+        return _serve_frontends(config, count)
+
+
+def _serve_frontends(config: ServerConfig, count: int) -> bool:
     from vllm.usage.usage_lib import UsageContext
     from vllm.v1.engine.utils import bind_engine_zmq_listeners, launch_core_engines
     from vllm.v1.executor import Executor
 
     from .synthesis.synthesizer import Synthesizer
 
-    if not os.environ.get(PROMETHEUS_DIR_ENV):
-        os.environ[PROMETHEUS_DIR_ENV] = tempfile.mkdtemp(prefix="uttera-metrics-")
     # The engine's arguments exactly as a single-process server builds them (one place: MelEngine).
     plan = Synthesizer(config.model_dir, config.engine, max_input_chars=config.max_input_chars)
     sink_base = plan.sink_base if plan.vocoder_process == "engine" else None

@@ -9,6 +9,7 @@ one process; `/metrics` from either process counts the requests of both; SIGTERM
 
 import asyncio
 import json
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -23,12 +24,23 @@ TEXTS = [f"Stream number {i} says hello to everyone listening." for i in range(1
 
 
 @pytest.fixture(scope="module")
-def two_frontends(model_dir, tmp_path_factory):
+def server_tmp(tmp_path_factory) -> Path:
+    """The server's TMPDIR: where it makes its Prometheus multiprocess directory."""
+    return tmp_path_factory.mktemp("server-tmp")
+
+
+@pytest.fixture(scope="module")
+def two_frontends(model_dir, tmp_path_factory, server_tmp):
     s = start_server(
-        model_dir, tmp_path_factory.mktemp("api2") / "server.log", ("--api-servers", "2", "--vocoder-process", "engine")
+        model_dir,
+        tmp_path_factory.mktemp("api2") / "server.log",
+        ("--api-servers", "2", "--vocoder-process", "engine"),
+        env={"TMPDIR": str(server_tmp)},
     )
     yield s
     s.stop_cleanly()
+    # a stopped server leaves no metrics directory behind (one per start piled up in /tmp before)
+    assert not list(server_tmp.glob("uttera-metrics-*")), list(server_tmp.iterdir())
 
 
 async def _speech(url: str, text: str) -> bytes:
@@ -116,3 +128,9 @@ async def test_websocket_session_with_several_contexts(two_frontends):
                 if m["type"] == "done":
                     done.add(m["context_id"])
         assert audio["a"] > 0 and audio["b"] > 0
+
+
+def test_the_serving_processes_share_one_metrics_directory(two_frontends, server_tmp):
+    (metrics,) = server_tmp.glob("uttera-metrics-*")
+    writers = {path.stem.rsplit("_", 1)[1] for path in metrics.glob("*.db")}
+    assert len(writers) >= 2, sorted(p.name for p in metrics.iterdir())  # both serving processes' pids
