@@ -99,9 +99,7 @@ def main() -> None:
         export_acoustic(model, out, {**DEFAULT_VOICE, "name": a.name}, voices)
         params = f"{model.num_params() / 1e6:.2f}"
     if Path(a.vocoder_ckpt).is_dir():  # an exported vocoder (a voice's vocoder/): its weights and config as they are
-        vdir = Path(a.vocoder_ckpt)
-        vocoder = Vocoder(VocoderConfig.load(vdir))
-        vocoder.load_state_dict({k: v.float() for k, v in load_file(str(vdir / "model.safetensors")).items()})
+        vocoder = Vocoder.from_dir(a.vocoder_ckpt)
     else:
         vt = torch.load(a.vocoder_ckpt, map_location="cpu", weights_only=False)
         vocoder = Vocoder(VocoderConfig.from_dict({**vt["config"], "output_gain": a.output_gain}))
