@@ -34,17 +34,10 @@ from training.model import AcousticConfig, UtteraTTS
 from training.train_log import TrainLog
 
 BOS_ID = 1  # `^`, every prompt's first id (the frontend's table), which a voice token replaces
-# AcousticConfig fields settable from the command line (a new run only; --resume keeps the checkpoint's).
-SIZE_FIELDS = (
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "head_dim",
-    "intermediate_size",
-    "frames_per_step",
-    "max_advance",
-)
-STEP_FIELDS = ("frames_per_step", "max_advance")  # the ones --init may change (init_from adapts the mel head)
+# AcousticConfig fields settable from the command line (a new run only; --resume keeps the checkpoint's);
+# with --init only STEP_FIELDS (init_from adapts the mel head).
+STEP_FIELDS = ("frames_per_step", "max_advance")
+SIZE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "head_dim", "intermediate_size", *STEP_FIELDS)
 
 
 def parse_voices(spec: str) -> dict[str, tuple[str, int | None]]:

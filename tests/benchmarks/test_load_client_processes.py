@@ -44,8 +44,6 @@ async def test_the_load_clients_request_records_the_servers_error_code_and_a_who
 
 
 async def test_warm_up_requests_go_through_and_a_failed_one_stops_the_run(server):
-    from types import SimpleNamespace
-
     from benchmarks.load import warm_up
 
     a = SimpleNamespace(seed=0, mix=None, request_timeout=30.0, voices=("default",))

@@ -14,6 +14,15 @@ TINY = ["--hidden-size", "32", "--num-attention-heads", "2", "--head-dim", "16",
 TINY += ["--num-hidden-layers", "2", "--device", "cpu", "--workers", "0", "--max-tokens", "400", "--warmup", "2"]
 
 
+def random_vocoder_checkpoint(path):
+    """A vocoder trainer's checkpoint (config + weights) of a random default-size vocoder, for export."""
+    from vocoder.config import VocoderConfig
+    from vocoder.model import Vocoder
+
+    torch.save({"config": VocoderConfig().to_dict(), "model": Vocoder(VocoderConfig()).state_dict()}, path)
+    return path
+
+
 def run_main(module, argv, monkeypatch):
     monkeypatch.setattr(sys, "argv", [module.__name__, *argv])
     module.main()
@@ -58,13 +67,10 @@ def two_voice_run(synthetic_data, tmp_path_factory):
 
 def test_two_voice_checkpoint_and_export(two_voice_run, tmp_path):
     from training.export import main as export_main
-    from vocoder.config import VocoderConfig
-    from vocoder.model import Vocoder
 
     state = torch.load(two_voice_run / "ckpt.pt", weights_only=False)
     assert state["voice_tokens"] == {"joe": 1, "heart": 255}
-    voc = tmp_path / "voc.pt"
-    torch.save({"config": VocoderConfig().to_dict(), "model": Vocoder(VocoderConfig()).state_dict()}, voc)
+    voc = random_vocoder_checkpoint(tmp_path / "voc.pt")
     out = tmp_path / "voice"
     mp = pytest.MonkeyPatch()
     try:
@@ -131,11 +137,7 @@ def test_a_warm_start_at_8_frames_per_step_trains_and_exports(two_voice_run, syn
     from training import export, train_acoustic
 
     _, feat = synthetic_data
-    voc = tmp_path / "voc.pt"
-    from vocoder.config import VocoderConfig
-    from vocoder.model import Vocoder
-
-    torch.save({"config": VocoderConfig().to_dict(), "model": Vocoder(VocoderConfig()).state_dict()}, voc)
+    voc = random_vocoder_checkpoint(tmp_path / "voc.pt")
     run_main(export, [str(two_voice_run / "ckpt.pt"), str(voc), str(tmp_path / "voice4")], monkeypatch)
     voices = f"{feat}:joe:1,{feat}:heart:255"
     init = ["--init", str(tmp_path / "voice4"), "--device", "cpu", "--workers", "0", "--max-tokens", "400"]
