@@ -125,10 +125,16 @@ class SpeechStreamClient:
         await self.close()
 
     def context(
-        self, context_id: str = DEFAULT_CONTEXT, *, voice: str | None = None, speed: float | None = None
+        self,
+        context_id: str = DEFAULT_CONTEXT,
+        *,
+        voice: str | None = None,
+        speed: float | None = None,
+        max_wait_ms: float | None = None,
     ) -> "ContextHandle":
-        """A handle on one context; it opens on the server with its first `send_text`."""
-        return ContextHandle(self, context_id, voice, speed)
+        """A handle on one context; it opens on the server with its first `send_text`. `max_wait_ms`: how
+        long its text may wait for a sentence or clause boundary (None: the server's `--ws-max-wait-ms`)."""
+        return ContextHandle(self, context_id, voice, speed, max_wait_ms)
 
     async def send(self, **message: object) -> None:
         await self.ws.send(json.dumps(message))
@@ -204,6 +210,7 @@ class ContextHandle:
     id: str
     voice: str | None = None
     speed: float | None = None
+    max_wait_ms: float | None = None
 
     async def send_text(self, text: str) -> None:
         message: dict[str, object] = {"type": "text", "context_id": self.id, "text": text}
@@ -211,6 +218,8 @@ class ContextHandle:
             message["voice"] = self.voice
         if self.speed is not None:
             message["speed"] = self.speed
+        if self.max_wait_ms is not None:
+            message["max_wait_ms"] = self.max_wait_ms
         await self.client.send(**message)
 
     async def flush(self) -> None:

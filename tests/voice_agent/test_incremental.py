@@ -1,10 +1,13 @@
 """Incremental text in, audio out before the reply is complete; flush ordering; word timestamps.
 Against the real server and engine (the session `server` fixture)."""
 
+import pytest
+
 from _agent import PARAGRAPH, audio_ms, check_done, joined, kinds, speak, token_feed
 from _server_process import timeout
 from uttera_server.client import Audio, Flushed, SpeechStreamClient, Started, Timestamps
 from uttera_server.frontend import prepare
+from uttera_server.ws.protocol import MAX_CONTEXT_WAIT_MS
 
 
 async def test_audio_starts_before_end_on_a_token_feed(ws_url):
@@ -44,6 +47,21 @@ async def test_max_wait_speaks_text_without_a_boundary(ws_url):
     check_done(joined(events, rest))
     words += [w.word for w in rest.words]
     assert words == ["and", "then", "we", "walked", "slowly", "down", "the", "long", "road"]
+
+
+async def test_a_context_with_a_longer_max_wait_holds_text_without_a_boundary(ws_url):
+    async with await SpeechStreamClient.connect(ws_url) as client:
+        ctx = client.context(max_wait_ms=MAX_CONTEXT_WAIT_MS)
+        await ctx.send_text("and then we walked slowly down the long ro")
+        started = await ctx.next_event(timeout(30))
+        assert isinstance(started, Started)
+        with pytest.raises(TimeoutError):  # the server's own wait (300 ms) would have spoken by now
+            await ctx.next_event(1.5)
+        await ctx.send_text("ad.")
+        await ctx.end()
+        result = joined([started], await ctx.collect(timeout(60)))
+    check_done(result)
+    assert [w.word for w in result.words] == ["and", "then", "we", "walked", "slowly", "down", "the", "long", "road"]
 
 
 async def test_flushed_comes_after_the_audio_it_covers_and_before_later_audio(ws_url):

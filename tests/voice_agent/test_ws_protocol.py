@@ -135,6 +135,35 @@ def test_max_wait_starts_text_without_a_boundary(p, clock):
     assert rest.text == "road." and rest.text_offset == 22
 
 
+def test_a_context_sets_its_own_max_wait(p, clock):
+    send(p, type="text", text="so we walked down the ro", context_id="patient", max_wait_ms=2000)
+    send(p, type="text", text="and then we ran up the hill ", context_id="eager")  # the server's 300 ms
+    assert p.next_deadline() == pytest.approx(clock.now + 0.3)
+    clock.now += 0.3
+    (seg,) = segments(p.on_timer())
+    assert seg.text == "and then we ran up the hill"  # only the context that kept the server's wait
+    assert p.next_deadline() == pytest.approx(clock.now + 1.7)
+    clock.now += 1.69
+    assert segments(p.on_timer()) == []
+    clock.now += 0.01
+    (seg,) = segments(p.on_timer())
+    assert seg.text == "so we walked down the"
+
+
+@pytest.mark.parametrize("value", [0, -5, 30_000.5, 1e308])
+def test_a_max_wait_out_of_range_refuses_the_context_but_keeps_the_socket(p, value):
+    actions = send(p, type="text", text="Hi.", context_id="c", max_wait_ms=value)
+    (error,) = messages(actions)
+    assert error["code"] == "invalid_request" and error["context_id"] == "c" and "max_wait_ms" in error["message"]
+    assert actions[-1] == RequestRejected("invalid_request")
+    assert p.state is SessionState.OPEN and p.open_contexts == 0
+
+
+def test_a_max_wait_that_is_not_a_number_is_malformed(p):
+    actions = send(p, type="text", text="Hi.", max_wait_ms="long")
+    assert messages(actions)[0]["code"] == "invalid_type" and actions[-1] == Close(1008, "invalid_type")
+
+
 def test_segments_pipeline_and_their_audio_never_overlaps(p):
     actions = send(p, type="text", text="One is here. Two is here. Three is here. Four")
     first, second = segments(actions)  # the third waits: two run at once
@@ -330,6 +359,14 @@ def test_voice_and_speed_are_fixed_by_the_first_text(p):
     assert [m["code"] for m in messages(actions)] == ["context_conflict"]
     assert p.open_contexts == 1  # the context goes on without "c"
     assert segments(send(p, type="flush"))[0].text == "ab"
+
+
+def test_max_wait_is_fixed_by_the_first_text(p):
+    send(p, type="text", text="a", max_wait_ms=1000)
+    assert send(p, type="text", text="b", max_wait_ms=1000) == [] and send(p, type="text", text="c") == []
+    actions = send(p, type="text", text="d", max_wait_ms=500)
+    assert [m["code"] for m in messages(actions)] == ["context_conflict"]
+    assert segments(send(p, type="flush"))[0].text == "abc"
 
 
 def test_text_after_end_is_refused(p):

@@ -1,7 +1,8 @@
 """Wire format of `WebSocket /v1/audio/speech/stream`, without I/O (docs/protocol.md is the reference).
 
 Client -> server, JSON text messages (`context_id` optional, default "default"):
-    {"type": "text", "text": str, "context_id"?, "voice"?: str, "speed"?: number, "format"?: str}
+    {"type": "text", "text": str, "context_id"?, "voice"?: str, "speed"?: number, "format"?: str,
+     "max_wait_ms"?: number}
     {"type": "flush" | "end" | "cancel", "context_id"?}
     {"type": "keepalive"}
 Server -> client:
@@ -48,6 +49,7 @@ class ClientMessage:
     voice: str | None = None  # TEXT only; None = not given
     speed: float | None = None  # TEXT only; None = not given
     format: str | None = None  # TEXT only; an AudioFormat value; None = not given (pcm)
+    max_wait_ms: float | None = None  # TEXT only; the context's chunker wait; None = not given (the server's)
 
 
 def parse_idle_timeout(query: dict[str, str], server_max_s: float) -> float:
@@ -92,6 +94,7 @@ def parse_client_message(data: str) -> ClientMessage:
         voice=get_str(obj, "voice", None),
         speed=get_number(obj, "speed", None),
         format=get_str(obj, "format", None),
+        max_wait_ms=get_number(obj, "max_wait_ms", None),
     )
 
 

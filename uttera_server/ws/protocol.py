@@ -18,7 +18,7 @@ and the socket stays open. A server fault answers `error` and closes with 1011.
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from enum import Enum, auto
 
@@ -29,6 +29,7 @@ from ..errors import (
     ContextConflict,
     EmptyInput,
     InputTooLong,
+    InvalidRequest,
     MalformedRequest,
     ShuttingDown,
     TooManyContexts,
@@ -55,6 +56,7 @@ from .context import ContextConfig, ContextState, ContextStream
 WS_NORMAL_CLOSURE = 1000  # RFC 6455: the idle timeout closes a socket that has nothing to do
 WS_GOING_AWAY = 1001  # RFC 6455: the server is shutting down
 WS_INTERNAL_ERROR = 1011  # RFC 6455: the server hit a fault it cannot recover the session from
+MAX_CONTEXT_WAIT_MS = 30_000.0  # the longest chunker wait a context may ask for (`max_wait_ms`)
 IDLE_CLOSE_REASON = "idle_timeout"
 SHUTDOWN_CLOSE_REASON = "server shutting down"
 
@@ -287,7 +289,16 @@ class SpeechSessionProtocol:
         speed = 1.0 if msg.speed is None else msg.speed
         check_speed(speed)
         fmt = AudioFormat.PCM if msg.format is None else parse_format(msg.format, param="format")
-        ctx = ContextStream(msg.context_id, voice, speed, self._context_config, self._new_segment_id, fmt)
+        config = self._context_config
+        if msg.max_wait_ms is not None:
+            if not 0 < msg.max_wait_ms <= MAX_CONTEXT_WAIT_MS:
+                raise InvalidRequest(
+                    f"max_wait_ms must be a number of milliseconds in (0, {MAX_CONTEXT_WAIT_MS:.0f}], "
+                    f"got {msg.max_wait_ms:g}",
+                    param="max_wait_ms",
+                )
+            config = replace(config, chunking=replace(config.chunking, max_wait_ms=msg.max_wait_ms))
+        ctx = ContextStream(msg.context_id, voice, speed, config, self._new_segment_id, fmt)
         self._contexts[ctx.id] = ctx
         return ctx
 
@@ -302,8 +313,12 @@ class SpeechSessionProtocol:
             (msg.voice is not None and self.limits.voices.get(msg.voice) != ctx.voice)
             or (msg.speed is not None and msg.speed != ctx.speed)
             or (msg.format is not None and msg.format != ctx.audio_format.value)
+            or (msg.max_wait_ms is not None and msg.max_wait_ms != ctx.config.chunking.max_wait_ms)
         ):
-            return f"voice, speed and format of context {ctx.id!r} are set by its first text message and cannot change"
+            return (
+                f"voice, speed, format and max_wait_ms of context {ctx.id!r} are set by its first text message "
+                f"and cannot change"
+            )
         return None
 
     def _after(self, ctx: ContextStream, actions: list[Action]) -> list[Action]:
