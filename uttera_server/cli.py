@@ -19,6 +19,7 @@ from .config import ServerConfig
 from .errors import ConfigError, UtteraError
 from .flags import build_config, build_parser
 from .logs import setup_logging
+from .runtime_dirs import ipc_dir
 from .speech_params import Catalog, check_speed, check_text, resolve_voice
 from .synthesis import AudioChunk, SpeechSynthesizer
 from .audio.wav import SAMPLE_BYTES, pcm_bytes
@@ -40,16 +41,17 @@ def make_synthesizer(config: ServerConfig) -> SpeechSynthesizer:
 def main(argv: Sequence[str] | None = None, *, synthesizer_factory: SynthesizerFactory = make_synthesizer) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        config = build_config(args)
-        _setup_logging(config.log_level, config.log_format)
-        synth = synthesizer_factory(config)
-    except (ConfigError, ValueError) as e:
-        parser.exit(2, f"uttera: error: {e}\n")
-    _log_model(synth)
-    if args.command == "serve":
-        return _serve(config, synth)
-    return asyncio.run(_say(synth, config, args.text, args.output, args.voice, args.speed))
+    with ipc_dir():  # the engine's and the PCM channel's socket files, removed when this returns
+        try:
+            config = build_config(args)
+            _setup_logging(config.log_level, config.log_format)
+            synth = synthesizer_factory(config)
+        except (ConfigError, ValueError) as e:
+            parser.exit(2, f"uttera: error: {e}\n")
+        _log_model(synth)
+        if args.command == "serve":
+            return _serve(config, synth)
+        return asyncio.run(_say(synth, config, args.text, args.output, args.voice, args.speed))
 
 
 def _setup_logging(level: str, log_format: str = "text") -> None:

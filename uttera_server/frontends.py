@@ -17,24 +17,19 @@ Shutdown: SIGTERM or SIGINT here is passed to every serving process, which drain
 does (serve.py); once they have exited, the engine core is shut down.
 """
 
-import contextlib
 import logging
 import multiprocessing
 import os
-import shutil
 import signal
 import socket
-import tempfile
-from collections.abc import Iterator
 from multiprocessing.context import SpawnProcess
 from types import FrameType
 from typing import Any
 
 from .config import ServerConfig
+from .runtime_dirs import metrics_dir
 
 log = logging.getLogger(__name__)
-
-PROMETHEUS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 def default_api_servers() -> int:
@@ -86,22 +81,6 @@ def _frontend_main(
     log.info("serving process %d of %d (pid %d)", index, count, os.getpid())
     ok = serve(config, synth, sock=sock)
     raise SystemExit(0 if ok else 3)
-
-
-@contextlib.contextmanager
-def metrics_dir() -> Iterator[None]:
-    """The serving processes' shared Prometheus directory: the operator's `PROMETHEUS_MULTIPROC_DIR` as it
-    is, else a fresh one that is removed, with the variable, once the server has stopped."""
-    if os.environ.get(PROMETHEUS_DIR_ENV):
-        yield
-        return
-    path = tempfile.mkdtemp(prefix="uttera-metrics-")
-    os.environ[PROMETHEUS_DIR_ENV] = path
-    try:
-        yield
-    finally:
-        os.environ.pop(PROMETHEUS_DIR_ENV, None)
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def serve_frontends(config: ServerConfig, count: int) -> bool:

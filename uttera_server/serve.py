@@ -15,8 +15,11 @@ So whatever clients do, the process exits about max(G, SHUTDOWN_TAIL_S) after th
 
 import asyncio
 import logging
+import signal
 import socket
+import threading
 from collections.abc import Awaitable
+from types import FrameType
 
 import uvicorn
 
@@ -94,8 +97,29 @@ def serve(config: ServerConfig, synth: SpeechSynthesizer, sock: socket.socket | 
         loop=config.event_loop,
     )
     server = GracefulServer(uv_config, app.state.uttera.streams, config.graceful_shutdown_s)
+    # uvicorn raises the signal that stopped it again once its shutdown is done. A SIGTERM's default action
+    # would end the process there, before the callers' cleanup (runtime_dirs.py): it raises here instead,
+    # as a Ctrl-C's SIGINT does.
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if _in_main_thread() else None
     try:
         server.run(sockets=[sock] if sock is not None else None)
-    except KeyboardInterrupt:  # uvicorn raises a Ctrl-C's SIGINT again once its shutdown is done: all stopped
+    except KeyboardInterrupt:
         log.info("stopped by SIGINT")
+    except _Terminated:
+        log.info("stopped by SIGTERM")
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return server.started
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised again by uvicorn after its graceful shutdown."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated()
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()

@@ -9,6 +9,9 @@ one process; `/metrics` from either process counts the requests of both; SIGTERM
 
 import asyncio
 import json
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -24,9 +27,12 @@ TEXTS = [f"Stream number {i} says hello to everyone listening." for i in range(1
 
 
 @pytest.fixture(scope="module")
-def server_tmp(tmp_path_factory) -> Path:
-    """The server's TMPDIR: where it makes its Prometheus multiprocess directory."""
-    return tmp_path_factory.mktemp("server-tmp")
+def server_tmp() -> Iterator[Path]:
+    """The server's TMPDIR: where it makes its Prometheus multiprocess directory and its IPC directory (a short
+    path: socket paths are at most 107 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="uttera-test-"))
+    yield path
+    shutil.rmtree(path)
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +45,9 @@ def two_frontends(model_dir, tmp_path_factory, server_tmp):
     )
     yield s
     s.stop_cleanly()
-    # a stopped server leaves no metrics directory behind (one per start piled up in /tmp before)
-    assert not list(server_tmp.glob("uttera-metrics-*")), list(server_tmp.iterdir())
+    # a stopped server leaves no metrics or IPC directory behind (one per start piled up in /tmp before)
+    assert not list(server_tmp.glob("uttera-*")), list(server_tmp.iterdir())
+    assert not [p for p in server_tmp.rglob("*") if p.is_socket()], list(server_tmp.rglob("*"))
 
 
 async def _speech(url: str, text: str) -> bytes:

@@ -3,8 +3,11 @@ same on a terminal's Ctrl-C (SIGINT to the whole process group); the engine's pr
 that was killed."""
 
 import os
+import shutil
 import signal
+import tempfile
 import time
+from pathlib import Path
 
 import httpx
 import psutil
@@ -20,9 +23,16 @@ DRAIN_S = 8.0  # how long streams may run on after SIGTERM, before scaling
 
 async def test_sigterm_lets_streams_finish_then_cancels_the_rest(model_dir, tmp_path):
     drain_s = timeout(DRAIN_S)  # the grace period is this plus the tail kept for cancelling and closing
+    # the server's TMPDIR: a short path (pytest's would make its socket paths longer than 107 bytes)
+    server_tmp = Path(tempfile.mkdtemp(prefix="uttera-test-"))
     server = start_server(
-        model_dir, tmp_path / "server.log", ("--graceful-shutdown-timeout", str(drain_s + SHUTDOWN_TAIL_S))
+        model_dir,
+        tmp_path / "server.log",
+        ("--graceful-shutdown-timeout", str(drain_s + SHUTDOWN_TAIL_S)),
+        env={"TMPDIR": str(server_tmp)},
     )
+    sockets = socket_files(server_tmp)  # vLLM's and the PCM channel's, all in the server's IPC directory
+    assert sockets and {p.parent.name[: len("uttera-ipc-")] for p in sockets} == {"uttera-ipc-"}, sockets
     ws_url = server.url.replace("http://", "ws://") + "/v1/audio/speech/stream"
     try:
         async with httpx.AsyncClient(base_url=server.url, timeout=timeout(60)) as http, \
@@ -62,6 +72,13 @@ async def test_sigterm_lets_streams_finish_then_cancels_the_rest(model_dir, tmp_
     log = server.log_tail(200)
     assert "closing the engine" in log
     assert "Traceback" not in log and "output_handler failed" not in log  # the engine's exit is not a failure
+    # the IPC directory is gone with its socket files (vLLM removes none of its own: each start left 7+ in /tmp)
+    assert not socket_files(server_tmp) and not list(server_tmp.glob("uttera-ipc-*")), list(server_tmp.rglob("*"))
+    shutil.rmtree(server_tmp)
+
+
+def socket_files(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_socket()]
 
 
 async def test_ctrl_c_lets_a_stream_finish_and_exits_cleanly(model_dir, tmp_path):

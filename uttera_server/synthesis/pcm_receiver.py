@@ -9,11 +9,11 @@ utterance its consumer already dropped) is ignored.
 import asyncio
 import logging
 import os
-import tempfile
 import uuid
 
 from engine_patches.pcm_wire import decode, sink_address
 
+from ..runtime_dirs import ipc_base
 from .pcm_queue import PcmQueue
 
 log = logging.getLogger(__name__)
@@ -21,8 +21,8 @@ log = logging.getLogger(__name__)
 
 def new_sink_base() -> str:
     """A fresh base address for one server's PCM channel: IPC sockets named after this process in the
-    temp dir (each sink's socket file is removed when its receiver closes)."""
-    return f"ipc://{os.path.join(tempfile.gettempdir(), f'uttera-pcm-{os.getpid()}-{uuid.uuid4().hex[:8]}')}"
+    server's IPC directory (each sink's socket file is removed when its receiver closes)."""
+    return f"ipc://{os.path.join(ipc_base(), f'uttera-pcm-{os.getpid()}-{uuid.uuid4().hex[:8]}')}"
 
 
 class PcmReceiver:
