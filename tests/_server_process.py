@@ -65,8 +65,8 @@ class ServerProcess:
             pytest.fail(f"server did not stop within {timeout(STOP_TIMEOUT_S)} s after SIGTERM:\n{self.log_tail()}")
 
     def stop_cleanly(self) -> None:
-        """`stop`, then check that the shutdown ran to its end (uvicorn re-raises SIGTERM on exit, so the
-        status is 0 or -SIGTERM either way)."""
+        """`stop`, then check that the shutdown ran to its end (serve.py unwinds on SIGTERM and exits 0; a
+        signal that lands before serve() runs ends the process with -SIGTERM, also accepted)."""
         status = self.stop()
         log = self.log_tail(200)
         assert status in (0, -signal.SIGTERM), f"server exited with status {status}:\n{log}"

@@ -66,7 +66,7 @@ async def test_sigterm_lets_streams_finish_then_cancels_the_rest(model_dir, tmp_
             assert time.monotonic() - signalled >= 0.9 * drain_s  # cancelled only after the drain timeout
             code, _ = await expect_close(busy)
             assert code == 1001
-        server.proc.wait(timeout(60))
+        assert server.proc.wait(timeout(60)) == 0  # unwound, not ended by the signal: its cleanup ran
     finally:
         server.stop_cleanly()
     log = server.log_tail(200)
