@@ -3,15 +3,19 @@
 Timeouts scale with UTTERA_TESTS_TIMEOUT_FACTOR.
 """
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +39,17 @@ SERVER_ARGS = (
 
 
 timeout = scaled  # the name the server tests use
+
+
+@contextlib.contextmanager
+def server_tmpdir() -> Iterator[Path]:
+    """A TMPDIR for a server of a test's own, removed afterwards. Its path is short: a socket path holds at
+    most 107 bytes, and under pytest's tmp_path the server's IPC directory would have no room for them."""
+    path = Path(tempfile.mkdtemp(prefix="uttera-test-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def free_port() -> int:

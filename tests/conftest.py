@@ -40,6 +40,15 @@ def server(model_dir, tmp_path_factory):
     s.stop_cleanly()
 
 
+@pytest.fixture
+def server_tmp():
+    """A TMPDIR for a server of the test's own (`_server_process.server_tmpdir`), removed afterwards."""
+    from _server_process import server_tmpdir
+
+    with server_tmpdir() as path:
+        yield path
+
+
 @pytest.fixture(scope="session")
 def base_url(server) -> str:
     return server.url

@@ -9,8 +9,6 @@ one process; `/metrics` from either process counts the requests of both; SIGTERM
 
 import asyncio
 import json
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +17,7 @@ import numpy as np
 import pytest
 from websockets.asyncio.client import connect
 
-from _server_process import start_server, timeout
+from _server_process import server_tmpdir, start_server, timeout
 from _speech_client import metric, read_metrics, recv, requests_total
 from uttera_server.ws.messages import decode_audio_frame
 
@@ -28,11 +26,9 @@ TEXTS = [f"Stream number {i} says hello to everyone listening." for i in range(1
 
 @pytest.fixture(scope="module")
 def server_tmp() -> Iterator[Path]:
-    """The server's TMPDIR: where it makes its Prometheus multiprocess directory and its IPC directory (a short
-    path: socket paths are at most 107 bytes)."""
-    path = Path(tempfile.mkdtemp(prefix="uttera-test-"))
-    yield path
-    shutil.rmtree(path)
+    """The server's TMPDIR: where it makes its Prometheus multiprocess directory and its IPC directory."""
+    with server_tmpdir() as path:
+        yield path
 
 
 @pytest.fixture(scope="module")

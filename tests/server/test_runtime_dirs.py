@@ -1,27 +1,14 @@
 """The server's temporary directories (uttera_server/runtime_dirs.py), without a server."""
 
 import os
-import shutil
 import tempfile
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from uttera_server import runtime_dirs
 from uttera_server.runtime_dirs import IPC_DIR_ENV, ipc_base, ipc_dir
 
 
-@pytest.fixture
-def short_tmp() -> Iterator[Path]:
-    """A temp directory with a short path (pytest's are too long to hold socket files under a subdirectory)."""
-    path = Path(tempfile.mkdtemp(prefix="uttera-test-"))
-    yield path
-    shutil.rmtree(path)
-
-
-def test_ipc_dir_is_made_for_the_block_and_removed_with_its_variable(short_tmp, monkeypatch):
-    tmp_path = short_tmp
+def test_ipc_dir_is_made_for_the_block_and_removed_with_its_variable(server_tmp, monkeypatch):
+    tmp_path = server_tmp  # a short path: pytest's own tmp_path is too long for socket files under a subdirectory
     monkeypatch.delenv(IPC_DIR_ENV, raising=False)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with ipc_dir():

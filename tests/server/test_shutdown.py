@@ -3,9 +3,7 @@ same on a terminal's Ctrl-C (SIGINT to the whole process group); the engine's pr
 that was killed."""
 
 import os
-import shutil
 import signal
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,10 +19,8 @@ from uttera_server.serve import SHUTDOWN_TAIL_S
 DRAIN_S = 8.0  # how long streams may run on after SIGTERM, before scaling
 
 
-async def test_sigterm_lets_streams_finish_then_cancels_the_rest(model_dir, tmp_path):
+async def test_sigterm_lets_streams_finish_then_cancels_the_rest(model_dir, tmp_path, server_tmp):
     drain_s = timeout(DRAIN_S)  # the grace period is this plus the tail kept for cancelling and closing
-    # the server's TMPDIR: a short path (pytest's would make its socket paths longer than 107 bytes)
-    server_tmp = Path(tempfile.mkdtemp(prefix="uttera-test-"))
     server = start_server(
         model_dir,
         tmp_path / "server.log",
@@ -74,7 +70,6 @@ async def test_sigterm_lets_streams_finish_then_cancels_the_rest(model_dir, tmp_
     assert "Traceback" not in log and "output_handler failed" not in log  # the engine's exit is not a failure
     # the IPC directory is gone with its socket files (vLLM removes none of its own: each start left 7+ in /tmp)
     assert not socket_files(server_tmp) and not list(server_tmp.glob("uttera-ipc-*")), list(server_tmp.rglob("*"))
-    shutil.rmtree(server_tmp)
 
 
 def socket_files(root: Path) -> list[Path]:
@@ -106,8 +101,9 @@ async def test_ctrl_c_lets_a_stream_finish_and_exits_cleanly(model_dir, tmp_path
     assert "EngineCore: trigger received signal=SIGINT" not in log  # the engine was stopped by the server
 
 
-def test_the_engines_processes_stop_when_the_server_is_killed(model_dir, tmp_path):
-    server = start_server(model_dir, tmp_path / "server.log")
+def test_the_engines_processes_stop_when_the_server_is_killed(model_dir, tmp_path, server_tmp):
+    # killed, the server cannot remove its IPC directory: it is made in server_tmp, which the fixture removes
+    server = start_server(model_dir, tmp_path / "server.log", env={"TMPDIR": str(server_tmp)})
     engine = [p for p in psutil.Process(server.proc.pid).children(recursive=True) if "EngineCore" in p.name()]
     assert engine, [p.name() for p in psutil.Process(server.proc.pid).children(recursive=True)]
     server.proc.kill()  # the serving process alone, no shutdown of its own
