@@ -19,7 +19,9 @@ process is signalled through psutil, which checks that the pid is still the same
 that is gone counts as killed.
 """
 
+import atexit
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -65,6 +67,25 @@ def detach() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="uttera-parent-watch", daemon=True).start()
+
+
+def quick_exit() -> None:
+    """At this process's exit, freeze the heap before the interpreter's last collections (once per process).
+
+    Those collections walk every object the process holds (~630,000 with vLLM and torch imported) and took
+    ~2 s in each of the engine's processes on a 2-core CPU, one after the other: the worker, then the engine
+    core. The serving process gives the engine 2 s to exit (serve.py, ENGINE_CLOSE_S), so every shutdown
+    ended with both force-killed, their shared memory left to the resource tracker; with the heap frozen
+    both exit in ~1.5 s. vLLM does the same for its engine core after a clean shutdown on ROCm. `atexit`
+    runs its handlers first at exit, in reverse order: this one, registered as the patches are applied,
+    runs after every handler registered later. What is left is freed by reference counting as the modules
+    are torn down; only garbage in cycles is left for the process's exit to reclaim."""
+    if not _quick_exit:
+        atexit.register(gc.freeze)
+        _quick_exit.append(True)
+
+
+_quick_exit: list[bool] = []
 
 
 def run_engine_core(*args: Any, **kwargs: Any) -> None:
