@@ -244,3 +244,19 @@ def test_mel_step_position_splits_the_error_by_place_in_the_step():
     assert mean == (sum(i % 4 for i in range(10)) + 0 + 1 + 2) / 13
     with pytest.raises(ValueError, match="differ"):
         by_position([np.zeros((4, 2))], [np.zeros((5, 2))], 4)
+
+
+def test_mel_step_position_splits_each_place_by_phoneme_change():
+    from benchmarks.mel_step_position import by_position_and_phoneme
+
+    # 8 frames, 2 steps of 4; phonemes of 3, 2 and 3 frames: 0 0 0 1 | 1 2 2 2
+    teacher = [np.zeros((8, 1))]
+    predicted = [np.arange(8, dtype=np.float32)[:, None]]  # error = the frame's index
+    split = by_position_and_phoneme(teacher, predicted, [np.array([3, 2, 3])], 4)
+    # step 0: frames 0-2 voice its first phoneme, frame 3 the next; step 1 starts on phoneme 1 (frame 4),
+    # and frames 5-7 voice phoneme 2
+    assert split["same"] == [2.0, 1.0, 2.0, 0.0]  # position 0: frames 0 and 4; 1: frame 1; 2: frame 2
+    assert split["changed"] == [0.0, 5.0, 6.0, 5.0]  # position 3: frames 3 and 7
+    assert split["changed_share"] == [0.0, 0.5, 0.5, 1.0]
+    with pytest.raises(ValueError, match="differ"):
+        by_position_and_phoneme(teacher, predicted, [np.array([3, 2])], 4)
