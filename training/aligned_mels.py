@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from training.data import Utterance, collate
+from training.data import Utterance, collate, next_tokens
 from training.model import AcousticConfig, UtteraTTS
 from training.targets import TargetError, chunk_mel, move_classes, pointer_targets
 
@@ -50,11 +50,12 @@ def predicted_mels(model: UtteraTTS, utts: list[Utterance], frames: list[int], d
     c = model.config
     batch = collate(utts, c.pointer_offset)
     tokens, mask = batch["tokens"].to(device), batch["mel_mask"].to(device)
+    nxt = next_tokens(batch, c.max_advance, c.stop_token_id).to(device)
     with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda")):
         h = model(tokens)
     out = []
     for i, u in enumerate(utts):
-        chunks = model.mel_head(h[i][mask[i]].float()).float()  # (T, r, n_mels)
+        chunks = model.mel(h[i][mask[i]].float(), nxt[i][mask[i]]).float()  # (T, r, n_mels)
         out.append(chunks.reshape(-1, c.n_mels)[: frames[i]].cpu().numpy().astype(np.float16))
     return out
 

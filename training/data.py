@@ -101,6 +101,14 @@ def collate(utts: list[Utterance], pointer_offset: int) -> dict[str, torch.Tenso
     }
 
 
+def next_tokens(batch: dict[str, torch.Tensor], max_advance: int, stop_token_id: int) -> torch.Tensor:
+    """(B, S): at each pointer position, the token of the next position (the pointer it moves to), or STOP
+    where its class is STOP (the last chunk); other positions hold what follows them (unused)."""
+    tokens = batch["tokens"]
+    shifted = torch.cat([tokens[:, 1:], tokens[:, -1:]], dim=1)
+    return torch.where(batch["ce_class"] == max_advance + 1, stop_token_id, shifted)
+
+
 def length_batches(lengths: list[int], max_tokens: int, rng: random.Random) -> list[list[int]]:
     """Indices grouped into batches of similar length with B * max_len <= max_tokens, shuffled."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], rng.random()))

@@ -57,6 +57,11 @@ def _fp16(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def export_acoustic(model: UtteraTTS, out: Path, voice: dict, voices: list[dict] | None = None) -> None:
     """`voices`: the entries of config.json's `voices` list (id, voice_token, card) of a multi-voice model."""
+    if model.config.mel_next_pointer:
+        raise SystemExit(
+            "this model's mel head reads the next token (mel_next_pointer): the server does not serve that yet "
+            "(the mel would have to be computed after sampling); it is for training experiments"
+        )
     out.mkdir(parents=True, exist_ok=True)
     cfg = model.config.to_hf(voice)
     if voices:

@@ -44,6 +44,10 @@ class AcousticConfig:
     f_max: float = 8000.0
     dropout: float = 0.0
     """Residual dropout, training only (identity in eval mode; not a serving parameter)."""
+    mel_next_pointer: bool = False
+    """The mel head also sees the embedding of the token the step moves to (its next pointer, or STOP), as
+    drawn by the served sampler: what the step's later frames otherwise have to guess (benchmarks/RESULTS.md,
+    "Which frames lose, by phoneme"). Training only for now: `export.py` refuses such a model."""
 
     def __post_init__(self) -> None:
         if self.num_attention_heads * self.head_dim != self.hidden_size:
@@ -190,16 +194,23 @@ class Backbone(nn.Module):
 
 
 class MelHead(nn.Module):
-    """Hidden (..., H) -> log-mel chunk (..., frames_per_step, n_mels), frame-major."""
+    """Hidden (..., H) [+ the next token's embedding (..., H)] -> log-mel chunk (..., frames_per_step,
+    n_mels), frame-major."""
 
     def __init__(self, c: AcousticConfig):
         super().__init__()
         self.r, self.n_mels = c.frames_per_step, c.n_mels
         self.fc1 = nn.Linear(c.hidden_size, c.hidden_size)
         self.fc2 = nn.Linear(c.hidden_size, c.frames_per_step * c.n_mels)
+        self.next_proj = nn.Linear(c.hidden_size, c.hidden_size, bias=False) if c.mel_next_pointer else None
 
-    def forward(self, h):
-        return self.fc2(F.silu(self.fc1(h))).unflatten(-1, (self.r, self.n_mels))
+    def forward(self, h, next_embedding=None):
+        x = self.fc1(h)
+        if self.next_proj is not None:
+            if next_embedding is None:
+                raise ValueError("this mel head (mel_next_pointer) needs the next token's embedding")
+            x = x + self.next_proj(next_embedding)
+        return self.fc2(F.silu(x)).unflatten(-1, (self.r, self.n_mels))
 
 
 class UtteraTTS(nn.Module):
@@ -210,6 +221,8 @@ class UtteraTTS(nn.Module):
         self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False)
         self.mel_head = MelHead(c)
         self.apply(self._init)
+        if self.mel_head.next_proj is not None:  # starts as a head without it (a warm start keeps its parent)
+            nn.init.zeros_(self.mel_head.next_proj.weight)
 
     @staticmethod
     def _init(m: nn.Module) -> None:
@@ -228,6 +241,13 @@ class UtteraTTS(nn.Module):
         index = torch.where(is_ptr, tokens - c.pointer_offset, positions).clamp(0, c.max_phonemes - 1)
         keep = (tokens != c.stop_token_id).unsqueeze(-1).to(x.dtype)
         return x + self.model.pos_embed(index) * keep
+
+    def mel(self, h: torch.Tensor, next_tokens: torch.Tensor) -> torch.Tensor:
+        """Mel chunks (..., r, n_mels) of final hidden states h (..., H) whose steps moved to `next_tokens` (...):
+        pointer tokens or STOP (read only by a `mel_next_pointer` head)."""
+        if self.mel_head.next_proj is None:
+            return self.mel_head(h)
+        return self.mel_head(h, self.embed(next_tokens, torch.zeros_like(next_tokens)))
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None, kv_caches=None):
         """tokens (B, S) -> final-norm hidden states (B, S, H). Right padding needs no mask (causal)."""

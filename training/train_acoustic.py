@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from training.data import BatchDataset, collate, length_batches, load_utterances
+from training.data import BatchDataset, collate, length_batches, load_utterances, next_tokens
 from training.model import AcousticConfig, UtteraTTS
 from training.train_log import TrainLog
 
@@ -65,6 +65,8 @@ def init_from(model: UtteraTTS, model_dir: Path, voice_tokens: list[int]) -> Non
         src = state[key].unflatten(0, (-1, c.n_mels))  # (frames the directory emits, n_mels, ...)
         if src.shape[0] != c.frames_per_step:  # another frames_per_step: frame j starts as frame j * r0 // r
             state[key] = src[torch.arange(c.frames_per_step) * src.shape[0] // c.frames_per_step].flatten(0, 1)
+    if model.mel_head.next_proj is not None and "mel_head.next_proj.weight" not in state:
+        state["mel_head.next_proj.weight"] = model.mel_head.next_proj.weight.detach().clone()  # zeros: as the parent
     model.load_state_dict(state)
     trained = {v["voice_token"] for v in json.loads((model_dir / "config.json").read_text()).get("voices", [])}
     emb = model.model.embed_tokens.weight
@@ -91,7 +93,8 @@ def acoustic_loss(
     valid = batch["ce_class"] >= 0
     ce = F.cross_entropy(cand[valid], batch["ce_class"][valid])
     acc = (cand[valid].argmax(-1) == batch["ce_class"][valid]).float().mean()
-    pred = model.mel_head(h[batch["mel_mask"]]).float()
+    mask = batch["mel_mask"]
+    pred = model.mel(h[mask], next_tokens(batch, c.max_advance, c.stop_token_id)[mask]).float()
     l1 = (pred - batch["mel"][batch["mel_mask"]].float()).abs().mean()
     loss = ce + mel_weight * l1
     return loss, {"loss": loss.item(), "ce": ce.item(), "l1": l1.item(), "acc": acc.item()}
@@ -151,6 +154,12 @@ def main() -> None:
         help="exported model directory (voices/*) to start a new run from: its config and weights; a voice "
         "token it was not trained with starts as its ^ embedding",
     )
+    parser.add_argument(
+        "--mel-next-pointer",
+        action="store_true",
+        help="the mel head also sees the next token's embedding (AcousticConfig.mel_next_pointer; with --init "
+        "it starts at zero, as the directory's model); not servable yet",
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     for f in SIZE_FIELDS:
         parser.add_argument("--" + f.replace("_", "-"), type=int, default=None)
@@ -173,11 +182,12 @@ def main() -> None:
         config = dataclasses.replace(
             AcousticConfig.from_hf(json.loads((Path(a.init) / "config.json").read_text())), dropout=a.dropout, **given
         )
+        config.mel_next_pointer = config.mel_next_pointer or a.mel_next_pointer
     else:
         overrides = {f: getattr(a, f) for f in SIZE_FIELDS if getattr(a, f) is not None}
         if "num_attention_heads" in overrides:
             overrides["num_key_value_heads"] = overrides["num_attention_heads"]
-        config = AcousticConfig(**overrides, dropout=a.dropout)
+        config = AcousticConfig(**overrides, dropout=a.dropout, mel_next_pointer=a.mel_next_pointer)
 
     voices = parse_voices(a.feat_dir)
     utts, stats = [], {"rejected": 0, "frames": 0, "max_dwell": 0}

@@ -160,6 +160,46 @@ def test_a_warm_start_at_8_frames_per_step_trains_and_exports(two_voice_run, syn
         ).read_bytes()
 
 
+def test_next_tokens_are_the_pointer_each_step_moves_to_then_stop(synthetic_data):
+    from training.data import collate, load_utterances, next_tokens
+
+    c = tiny_acoustic_config()
+    utts, _ = load_utterances(synthetic_data[1], c.frames_per_step, c.max_advance, c.max_phonemes)
+    batch = collate(utts[:3], c.pointer_offset)
+    nxt = next_tokens(batch, c.max_advance, c.stop_token_id)
+    for i, u in enumerate(utts[:3]):
+        P = len(u.ids)
+        got = nxt[i, P : P + len(u.pointers)].tolist()
+        assert got == [c.pointer_offset + p for p in u.pointers[1:].tolist()] + [c.stop_token_id]
+
+
+def test_a_mel_next_pointer_head_starts_as_its_parent_and_learns_from_the_next_token(synthetic_data, tmp_path):
+    from training.data import collate, load_utterances
+    from training.export import export_acoustic
+    from training.model import UtteraTTS
+    from training.train_acoustic import acoustic_loss, init_from
+
+    torch.manual_seed(0)
+    parent = UtteraTTS(tiny_acoustic_config())
+    export_acoustic(parent, tmp_path / "voice", {"name": "x"})
+    child = UtteraTTS(tiny_acoustic_config(mel_next_pointer=True))
+    init_from(child, tmp_path / "voice", [])
+    c = child.config
+    h = torch.randn(5, c.hidden_size)
+    nxt = torch.tensor([c.pointer_offset, c.pointer_offset + 3, c.pointer_offset + 1, c.stop_token_id, 7])
+    half = UtteraTTS(tiny_acoustic_config())
+    half.load_state_dict({k: v.half().float() for k, v in parent.state_dict().items()})
+    assert torch.allclose(child.mel(h, nxt), half.mel_head(h), atol=1e-6)  # the added input starts at zero
+    with pytest.raises(ValueError, match="next token"):
+        child.mel_head(h)
+    utts, _ = load_utterances(synthetic_data[1], c.frames_per_step, c.max_advance, c.max_phonemes)
+    loss, _ = acoustic_loss(child, collate(utts[:4], c.pointer_offset))
+    loss.backward()
+    assert child.mel_head.next_proj.weight.grad.abs().sum() > 0  # the next token's embedding reaches the loss
+    with pytest.raises(SystemExit, match="does not serve"):
+        export_acoustic(child, tmp_path / "child", {"name": "x"})
+
+
 def test_aligned_mels_read_an_exported_voice_as_its_checkpoint(two_voice_run, tmp_path):
     from training import aligned_mels
     from training.export import export_acoustic
