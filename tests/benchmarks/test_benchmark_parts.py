@@ -260,3 +260,31 @@ def test_mel_step_position_splits_each_place_by_phoneme_change():
     assert split["changed_share"] == [0.0, 0.5, 0.5, 1.0]
     with pytest.raises(ValueError, match="differ"):
         by_position_and_phoneme(teacher, predicted, [np.array([3, 2])], 4)
+
+
+def test_mel_head_probe_heads_start_as_the_models_and_learn():
+    import torch
+
+    from benchmarks.mel_head_probe import Rows, judge, new_head, predict, train
+    from training.model import AcousticConfig, UtteraTTS
+
+    torch.manual_seed(0)
+    c = AcousticConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                       head_dim=16, intermediate_size=64, max_phonemes=64, n_mels=8, frames_per_step=4)  # fmt: skip
+    model = UtteraTTS(c)
+    n = 12  # two utterances of 6 steps: 24 and 22 frames
+    rows = Rows(
+        hidden=torch.randn(n, 32),
+        next_embedding=torch.randn(n, 32),
+        target=torch.randn(n, 4, 8),
+        counts=[6, 6],
+        frames=[np.zeros((24, 8), np.float32), np.zeros((22, 8), np.float32)],
+        durations=[np.array([10, 14]), np.array([22])],
+    )
+    plain, nxt = new_head(model, False), new_head(model, True)
+    assert torch.equal(predict(plain, rows), predict(nxt, rows))  # the next token's projection starts at zero
+    assert torch.equal(predict(plain, rows), model.mel_head(rows.hidden).detach())
+    losses = train(nxt, rows, epochs=30, seed=0, lr=3e-3)
+    assert losses[-1] < losses[0] and nxt.next_proj.weight.abs().sum() > 0
+    res = judge(predict(nxt, rows), rows, 4)
+    assert len(res["l1_by_position"]) == 4 and res["by_phoneme"]["changed_share"][0] == 0.0
