@@ -74,11 +74,13 @@ class Replica(ServerProcess):
         return out
 
 
-def start_replicas(model_dir: Path, log_dir: Path, n: int, extra_args: tuple[str, ...] = ()) -> list[Replica]:
+def start_replicas(
+    model_dir: Path, log_dir: Path, n: int, extra_args: tuple[str, ...] = (), tmpdir: Path | None = None
+) -> list[Replica]:
     """Start `n` replicas at once and wait until every GET /health answers 200; fail with the log of the
-    first that did not."""
+    first that did not. `tmpdir`: their TMPDIR (where a killed one leaves its IPC directory)."""
     replicas = []
-    env = {**subprocess_env(), **REPLICA_ENV}
+    env = {**subprocess_env(), **REPLICA_ENV, **({"TMPDIR": str(tmpdir)} if tmpdir is not None else {})}
     for i in range(n):
         port = free_port()
         err, out = log_dir / f"replica-{i}.stderr", log_dir / f"replica-{i}.stdout"

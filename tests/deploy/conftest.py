@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from _replicas import Replica, start_replicas, stop_all
+from _server_process import server_tmpdir
 
 REPLICAS = 3
 HERE = Path(__file__).resolve().parent
@@ -17,10 +18,11 @@ _started: list[Replica] = []
 def replicas(model_dir, tmp_path_factory):
     """Three replicas with JSON logs, started in parallel. The load-balancer test kills one: tests that
     run after it use `_replicas.live(replicas)`."""
-    rs = start_replicas(Path(model_dir), tmp_path_factory.mktemp("replicas"), REPLICAS)
-    _started.extend(rs)
-    yield rs
-    stop_all(rs)
+    with server_tmpdir() as tmpdir:  # the killed replica's IPC directory is removed with it
+        rs = start_replicas(Path(model_dir), tmp_path_factory.mktemp("replicas"), REPLICAS, tmpdir=tmpdir)
+        _started.extend(rs)
+        yield rs
+        stop_all(rs)
 
 
 def pytest_runtest_teardown(item, nextitem):
