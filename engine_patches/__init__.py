@@ -60,7 +60,7 @@ def apply() -> None:
 
     gpu_model_runner.check_runner_mode()
     pauses.watch_gc()
-    process_tree.quick_exit()
+    process_tree.clean_exit()
     outputs.patch()
     output_processor.patch()
     gpu_model_runner.patch()

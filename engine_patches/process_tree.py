@@ -25,6 +25,7 @@ import gc
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from typing import Any
@@ -69,23 +70,37 @@ def detach() -> None:
     threading.Thread(target=watch, name="uttera-parent-watch", daemon=True).start()
 
 
-def quick_exit() -> None:
-    """At this process's exit, freeze the heap before the interpreter's last collections (once per process).
-
-    Those collections walk every object the process holds (~630,000 with vLLM and torch imported) and took
-    ~2 s in each of the engine's processes on a 2-core CPU, one after the other: the worker, then the engine
-    core. The serving process gives the engine 2 s to exit (serve.py, ENGINE_CLOSE_S), so every shutdown
-    ended with both force-killed, their shared memory left to the resource tracker; with the heap frozen
-    both exit in ~1.5 s. vLLM does the same for its engine core after a clean shutdown on ROCm. `atexit`
-    runs its handlers first at exit, in reverse order: this one, registered as the patches are applied,
-    runs after every handler registered later. What is left is freed by reference counting as the modules
-    are torn down; only garbage in cycles is left for the process's exit to reclaim."""
-    if not _quick_exit:
-        atexit.register(gc.freeze)
-        _quick_exit.append(True)
+_clean_exit: list[bool] = []  # registered in this process
 
 
-_quick_exit: list[bool] = []
+def clean_exit() -> None:
+    """At this process's exit, after the other `atexit` handlers: freeze the heap, then silence stderr for
+    the interpreter's teardown (once per process).
+
+    The interpreter's last collections walk every object the process holds (~630,000 with vLLM and torch
+    imported) and took ~2 s in each of the engine's processes on a 2-core CPU, one after the other: the
+    worker, then the engine core. The serving process gives the engine 2 s to exit (serve.py,
+    ENGINE_CLOSE_S), so every shutdown ended with both force-killed, their shared memory left to the
+    resource tracker; with the heap frozen both exit in ~1.5 s (vLLM does the same for its engine core on
+    ROCm). What is left is freed by reference counting as the modules are torn down, and that teardown
+    prints triton's nanobind "leaked ... instances/types/functions" report (~30 lines, an upstream triton
+    leak, not JSON) in every process: stderr goes to /dev/null once everything else has run.
+
+    `atexit` runs its handlers in reverse order, so this one, registered as the patches are applied, runs
+    after every handler registered later."""
+    if not _clean_exit:
+        atexit.register(_exit_quietly)
+        _clean_exit.append(True)
+
+
+def _exit_quietly() -> None:
+    gc.freeze()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
 
 
 def run_engine_core(*args: Any, **kwargs: Any) -> None:

@@ -109,21 +109,30 @@ def setup_logging(level: str, log_format: str) -> None:
     logging.basicConfig(level=logging.DEBUG if level == "trace" else level.upper(), handlers=[handler])
     if log_format == "json":
         logging.captureWarnings(True)  # Python warnings of this process become JSON lines too
-        _route_vllm_logs_to_json()
+        _route_vllm_logs_to_json(logging.getLevelName(logging.getLogger().level))
 
 
-def _route_vllm_logs_to_json() -> None:
+# uttera's code that also runs in the engine's processes (the engine patches, the in-engine vocoder among
+# them): there, only the loggers named in VLLM_LOGGING_CONFIG_PATH's config are set up; the rest printed
+# bare text (Python's last-resort handler) into the JSON lines.
+ENGINE_SIDE_LOGGERS = ("engine_patches",)
+
+
+def _route_vllm_logs_to_json(level: str = "INFO") -> None:
     """vLLM configures its loggers (here and in its engine processes) from VLLM_LOGGING_CONFIG_PATH when
-    it is imported; point it at a config using `JsonFormatter` on stderr. Must run before vLLM's import."""
+    it is imported; point it at a config using `JsonFormatter` on stderr, for vLLM's loggers and uttera's
+    engine-side ones (at `level`, the server's). Must run before vLLM's import."""
     if os.environ.get("VLLM_LOGGING_CONFIG_PATH") or os.environ.get("VLLM_CONFIGURE_LOGGING") == "0":
         return  # the operator's own choice
+    ours = {"handlers": ["json"], "level": level, "propagate": False}
     config = {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": _formatter("json")},
         "handlers": {"json": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
         "loggers": {
-            "vllm": {"handlers": ["json"], "level": os.environ.get("VLLM_LOGGING_LEVEL", "INFO"), "propagate": False}
+            "vllm": {"handlers": ["json"], "level": os.environ.get("VLLM_LOGGING_LEVEL", "INFO"), "propagate": False},
+            **{name: ours for name in ENGINE_SIDE_LOGGERS},
         },
     }
     fd, path = tempfile.mkstemp(prefix="uttera-vllm-logging-", suffix=".json")

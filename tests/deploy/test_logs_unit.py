@@ -3,6 +3,7 @@ tiny Starlette app (HTTP response and WebSocket handshake headers, the context s
 
 import json
 import logging
+import os
 import sys
 
 import pytest
@@ -117,3 +118,28 @@ def test_log_format_flag(tiny_model_dir):
         parser.parse_args([*base, "--log-format", "yaml"])
     with pytest.raises(ConfigError, match="--log-format"):
         ServerConfig(model_dir=tiny_model_dir, log_format="yaml")
+
+
+def test_engine_side_warnings_are_json_in_the_engines_processes(monkeypatch, tmp_path):
+    """An engine process applies only VLLM_LOGGING_CONFIG_PATH's config (vLLM's dictConfig of it): uttera's
+    engine-side loggers are in it, as JSON at the server's level."""
+    import subprocess
+
+    monkeypatch.delenv("VLLM_LOGGING_CONFIG_PATH", raising=False)
+    monkeypatch.delenv("VLLM_CONFIGURE_LOGGING", raising=False)
+    logs._route_vllm_logs_to_json("WARNING")
+    path = os.environ.pop("VLLM_LOGGING_CONFIG_PATH")
+    script = (
+        "import json, logging, logging.config, sys; logging.config.dictConfig(json.load(open(sys.argv[1]))); "
+        "logging.getLogger('engine_patches.pauses').warning('paused %d ms', 500); "
+        "logging.getLogger('engine_patches.pauses').info('not at WARNING')"
+    )
+    out = subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    (line,) = out.stderr.splitlines()
+    record = json.loads(line)
+    assert (record["level"], record["logger"], record["message"]) == (
+        "WARNING",
+        "engine_patches.pauses",
+        "paused 500 ms",
+    )
