@@ -30,9 +30,9 @@ import torch
 from benchmarks import machine
 from benchmarks.mel_step_position import by_position, by_position_and_phoneme
 from training.aligned_mels import load_model
-from training.data import Utterance, collate, next_tokens
+from training.data import Utterance, collate, next_tokens, read_shard, training_utterance
 from training.model import MelHead, UtteraTTS
-from training.targets import TargetError, chunk_mel, move_classes, pointer_targets
+from training.targets import TargetError
 
 
 @dataclasses.dataclass
@@ -55,24 +55,15 @@ def collect(model: UtteraTTS, feat_dir: Path, voice_token: int | None, batch: in
     frames: list[np.ndarray] = []
     durations: list[np.ndarray] = []
     for path in sorted(feat_dir.glob("feat_*.npz")):
-        with np.load(path) as f:
-            z = {k: f[k] for k in f.files}
-        for u in range(len(z["ids_off"]) - 1):
-            a, b = z["ids_off"][u], z["ids_off"][u + 1]
-            ids, dur = z["ids"][a:b].astype(np.int64), z["dur"][a:b]
-            mel = z["mel"][z["mel_off"][u] : z["mel_off"][u + 1]]
-            if voice_token is not None:
-                ids[0] = voice_token
+        for f in read_shard(path, voice_token):
+            if len(f.ids) > c.max_phonemes:
+                continue
             try:
-                p = pointer_targets(dur, c.frames_per_step, c.max_advance)
-                cls = move_classes(p, c.max_advance)
+                utts.append(training_utterance(f, c.frames_per_step, c.max_advance))
             except TargetError:
                 continue
-            if len(ids) > c.max_phonemes:
-                continue
-            utts.append(Utterance(ids, p, cls, chunk_mel(mel, c.frames_per_step), ""))
-            frames.append(mel.astype(np.float32))
-            durations.append(dur)
+            frames.append(f.mel.astype(np.float32))
+            durations.append(f.dur)
     hidden, embedding, target, counts = [], [], [], []
     for i in range(0, len(utts), batch):
         b = collate(utts[i : i + batch], c.pointer_offset)

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import machine
+from training.data import read_shard
 
 
 def by_position(teacher: list[np.ndarray], predicted: list[np.ndarray], r: int) -> tuple[float, list[float]]:
@@ -63,12 +64,7 @@ def by_position_and_phoneme(
 
 def read_durations(directory: Path) -> list[np.ndarray]:
     """Every utterance's phoneme durations (frames) of `directory/feat_*.npz`, in shard order."""
-    durations = []
-    for path in sorted(directory.glob("feat_*.npz")):
-        with np.load(path) as d:
-            dur, off = d["dur"], d["ids_off"]
-        durations += [dur[off[u] : off[u + 1]] for u in range(len(off) - 1)]
-    return durations
+    return [f.dur for path in sorted(directory.glob("feat_*.npz")) for f in read_shard(path)]
 
 
 def read_mels(directory: Path, prefix: str) -> list[np.ndarray]:

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from training.data import Utterance, collate, next_tokens
+from training.data import Utterance, collate, next_tokens, read_shard, training_utterance
 from training.model import AcousticConfig, UtteraTTS
-from training.targets import TargetError, chunk_mel, move_classes, pointer_targets
+from training.targets import TargetError
 
 
 def load_model(ckpt: str, device: str) -> UtteraTTS:
@@ -62,8 +62,6 @@ def predicted_mels(model: UtteraTTS, utts: list[Utterance], frames: list[int], d
 
 def shard(model: UtteraTTS, path: Path, voice_token: int | None, device: str, batch: int) -> dict[str, np.ndarray]:
     c = model.config
-    with np.load(path) as f:
-        z = {k: f[k] for k in f.files}
     mels: list[np.ndarray] = []
     pending: list[tuple[int, Utterance, int]] = []
 
@@ -74,21 +72,14 @@ def shard(model: UtteraTTS, path: Path, voice_token: int | None, device: str, ba
             mels[k] = m
         pending.clear()
 
-    for u in range(len(z["ids_off"]) - 1):
-        a, b = z["ids_off"][u], z["ids_off"][u + 1]
-        ids, dur = z["ids"][a:b].astype(np.int64), z["dur"][a:b]
-        mel = z["mel"][z["mel_off"][u] : z["mel_off"][u + 1]]
-        mels.append(mel)  # the teacher's, unless predicted below
-        if voice_token is not None:
-            ids[0] = voice_token
+    for k, f in enumerate(read_shard(path, voice_token)):
+        mels.append(f.mel)  # the teacher's, unless predicted below
+        if len(f.ids) > c.max_phonemes:
+            continue
         try:
-            p = pointer_targets(dur, c.frames_per_step, c.max_advance)
-            cls = move_classes(p, c.max_advance)
+            pending.append((k, training_utterance(f, c.frames_per_step, c.max_advance), len(f.mel)))
         except TargetError:
             continue
-        if len(ids) > c.max_phonemes:
-            continue
-        pending.append((u, Utterance(ids, p, cls, chunk_mel(mel, c.frames_per_step), ""), len(mel)))
         if len(pending) == batch:
             flush()
     if pending:

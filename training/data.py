@@ -38,36 +38,60 @@ class Utterance:
         return len(self.ids) + len(self.pointers)
 
 
+@dataclass(frozen=True, slots=True)
+class Features:
+    """One utterance of a features shard (training/features.py)."""
+
+    ids: np.ndarray  # (P,) int64 prompt phoneme ids
+    dur: np.ndarray  # (P,) frames per prompt phoneme
+    mel: np.ndarray  # (F, n_mels) float16 log-mel, F = dur.sum()
+    text: str
+
+
+def read_shard(path: Path, voice_token: int | None = None) -> list[Features]:
+    """A features shard's utterances, in order. `voice_token`: the id that replaces each prompt's first id
+    (the `^` a voice's prompts begin with), so one model learns several voices (docs/model-format.md,
+    "voices"); None keeps `^`."""
+    with np.load(path) as f:  # NpzFile re-reads an array on every access: read each once
+        z = {k: f[k] for k in f.files}
+    out = []
+    for u in range(len(z["ids_off"]) - 1):
+        a, b = z["ids_off"][u], z["ids_off"][u + 1]
+        ids = z["ids"][a:b].astype(np.int64)
+        if voice_token is not None:
+            ids[0] = voice_token
+        out.append(Features(ids, z["dur"][a:b], z["mel"][z["mel_off"][u] : z["mel_off"][u + 1]], str(z["text"][u])))
+    return out
+
+
+def training_utterance(f: Features, r: int, max_advance: int) -> Utterance:
+    """The pointer targets and mel chunks of `f`; raises `TargetError` where the targets cannot describe it."""
+    p = pointer_targets(f.dur, r, max_advance)
+    cls = move_classes(p, max_advance)
+    return Utterance(f.ids, p.astype(np.int64), cls.astype(np.int64), chunk_mel(f.mel, r), f.text)
+
+
 def load_utterances(
     feat_dir: str | Path, r: int, max_advance: int, max_phonemes: int, limit: int = 0, voice_token: int | None = None
 ) -> tuple[list[Utterance], dict]:
-    """`voice_token`: the id that replaces each prompt's first id (the `^` a voice's prompts begin with), so
-    one model learns several voices (docs/model-format.md, "voices"); None keeps `^`."""
+    """Every usable utterance of `feat_dir`'s shards (`voice_token`: see `read_shard`), with statistics."""
     utts: list[Utterance] = []
     stats: dict[str, Any] = {"rejected": 0, "frames": 0, "max_dwell": 0, "dwell_hist": {}}
     for path in sorted(Path(feat_dir).glob("feat_*.npz")):
-        with np.load(path) as f:  # NpzFile re-reads an array on every access: read each once
-            z = {k: f[k] for k in f.files}
-        for u in range(len(z["ids_off"]) - 1):
-            a, b = z["ids_off"][u], z["ids_off"][u + 1]
-            ids, dur = z["ids"][a:b].astype(np.int64), z["dur"][a:b]
-            if voice_token is not None:
-                ids[0] = voice_token
-            mel = z["mel"][z["mel_off"][u] : z["mel_off"][u + 1]]
-            if len(ids) > max_phonemes or len(ids) < 3:
+        for f in read_shard(path, voice_token):
+            if len(f.ids) > max_phonemes or len(f.ids) < 3:
                 stats["rejected"] += 1
                 continue
             try:
-                p = pointer_targets(dur, r, max_advance)
-                cls = move_classes(p, max_advance)
+                u = training_utterance(f, r, max_advance)
             except TargetError:
                 stats["rejected"] += 1
                 continue
-            d = max_dwell(p)
+            d = max_dwell(u.pointers)
             stats["max_dwell"] = max(stats["max_dwell"], d)
             stats["dwell_hist"][d] = stats["dwell_hist"].get(d, 0) + 1
-            stats["frames"] += len(mel)
-            utts.append(Utterance(ids, p.astype(np.int64), cls.astype(np.int64), chunk_mel(mel, r), str(z["text"][u])))
+            stats["frames"] += len(f.mel)
+            utts.append(u)
             if limit and len(utts) >= limit:
                 return utts, stats
     return utts, stats

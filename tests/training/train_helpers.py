@@ -1,10 +1,13 @@
 """Tiny configs for the training tests."""
 
+import dataclasses
+from typing import Any
+
 from training.model import AcousticConfig
 
 
-def tiny_acoustic_config(**kw) -> AcousticConfig:
-    base = dict(
+def tiny_acoustic_config(**kw: Any) -> AcousticConfig:
+    base = AcousticConfig(
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=2,
@@ -14,5 +17,4 @@ def tiny_acoustic_config(**kw) -> AcousticConfig:
         max_phonemes=64,
         max_position_embeddings=512,
     )
-    base.update(kw)
-    return AcousticConfig(**base)
+    return dataclasses.replace(base, **kw)
