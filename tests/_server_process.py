@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from _timeouts import scaled
 
+from uttera_server.runtime_dirs import IPC_DIR_ENV
+
 REPO = Path(__file__).resolve().parents[1]
 MAX_INPUT_CHARS = 1000  # the test server's --max-input-chars
 STARTUP_TIMEOUT_S = 300.0  # engine start on a small shared CPU host
@@ -94,8 +96,12 @@ def uttera_command(*args: str) -> list[str]:
 
 
 def subprocess_env() -> dict[str, str]:
+    """The environment of a server (or CLI) a test starts: the test session's, less its IPC directory
+    (conftest.py's `ipc_directory`): each server makes its own and removes it, as it does when deployed."""
     pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
-    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath}
+    env.pop(IPC_DIR_ENV, None)
+    return env
 
 
 def start_server(

@@ -19,6 +19,17 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "reproducible"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def ipc_directory():
+    """The socket files of the engines that tests run in their own process (and of its children) go to one
+    IPC directory, removed at the end (vLLM removes none of them); a server a test starts makes its own
+    (`_server_process.subprocess_env`)."""
+    from uttera_server.runtime_dirs import ipc_dir
+
+    with ipc_dir():
+        yield
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     from uttera_server.tiny_model import make_tiny_model
