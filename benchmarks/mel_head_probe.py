@@ -1,7 +1,7 @@
-"""Does the mel head gain from knowing where the pointer goes next? A probe on a trained model's frozen states.
+"""Does the mel head gain from knowing where the step goes next? A probe on a trained model's frozen states.
 
     python -m benchmarks.mel_head_probe MODEL_DIR TRAIN_FEAT EVAL_FEAT [--voice-token T] [--epochs 40]
-        [--lr 3e-4] [--seed 0] [--out OUT.json]
+        [--lr 3e-4] [--seed 0] [--variants plain,next,shift,late] [--out OUT.json]
 
 The model (an exported voice) runs teacher-forced once over both feature sets (`training.features`): at
 every pointer position it keeps the final hidden state, the token the step moves to (the next pointer, or
@@ -9,7 +9,14 @@ STOP: `training.data.next_tokens`) and the teacher's chunk. Heads start from the
 train on TRAIN_FEAT's rows for the same steps with the same seed (Adam, L1):
 - `plain`: the head as it is;
 - `next`: the head plus the next token's embedding (the model's own, frozen) through a projection that
-  starts at zero (`AcousticConfig.mel_next_pointer`).
+  starts at zero (`AcousticConfig.mel_next_pointer`). That embedding is a pointer (a position), not the
+  phoneme there: only the backbone's attention reads which phoneme it points at;
+- `shift`: the head plus the next step's final hidden state (the backbone run on the token the step moves
+  to: the new phoneme read, the whole context seen), through the same zero-started projection. A head built
+  so would emit each step's frames one step late (the half-step shift of `benchmarks/RESULTS.md`), and
+  an engine serving it would keep each row's previous state;
+- `late`: the head on the next step's state alone (no state kept between steps: the mel of a step's
+  position is the previous step's frames).
 Judged on EVAL_FEAT (held out), with the model's head untrained (`as is`) for reference: mean |log-mel -
 teacher's| over all frames, by place in the step, and by place split into frames that voice the step's
 own phoneme and frames past a phoneme change inside the step (`benchmarks.mel_step_position`).
@@ -34,14 +41,18 @@ from training.data import Utterance, collate, next_tokens, read_shard, training_
 from training.model import MelHead, UtteraTTS
 from training.targets import TargetError
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 @dataclasses.dataclass
 class Rows:
-    """Every pointer position of a feature set: hidden (N, H), next-token embedding (N, H), teacher chunk
-    (N, r, n_mels); per utterance its rows' count, its frames (F, n_mels) and phoneme durations."""
+    """Every pointer position of a feature set: hidden (N, H), next-token embedding (N, H), the next step's
+    hidden (N, H: the state at the token the step moves to, STOP for the last), teacher chunk (N, r, n_mels);
+    per utterance its rows' count, its frames (F, n_mels) and phoneme durations."""
 
     hidden: torch.Tensor
     next_embedding: torch.Tensor
+    next_hidden: torch.Tensor
     target: torch.Tensor
     counts: list[int]
     frames: list[np.ndarray]
@@ -64,17 +75,36 @@ def collect(model: UtteraTTS, feat_dir: Path, voice_token: int | None, batch: in
                 continue
             frames.append(f.mel.astype(np.float32))
             durations.append(f.dur)
-    hidden, embedding, target, counts = [], [], [], []
+    hidden, embedding, following, target, counts = [], [], [], [], []
     for i in range(0, len(utts), batch):
         b = collate(utts[i : i + batch], c.pointer_offset)
-        h = model(b["tokens"])
         mask = b["mel_mask"]
+        ends = mask.sum(1) + mask.int().argmax(1)  # the position after each utterance's last pointer
+        tokens = torch.cat([b["tokens"], torch.zeros_like(b["tokens"][:, :1])], dim=1)
+        tokens[torch.arange(len(ends)), ends] = c.stop_token_id  # causal: earlier states are unchanged
+        h = model(tokens)
         nxt = next_tokens(b, c.max_advance, c.stop_token_id)[mask]
-        hidden.append(h[mask].float())
+        hidden.append(h[:, :-1][mask].float())
+        following.append(h[:, 1:][mask].float())
         embedding.append(model.embed(nxt, torch.zeros_like(nxt)).float())
         target.append(b["mel"][mask].float())
         counts += mask.sum(1).tolist()
-    return Rows(torch.cat(hidden), torch.cat(embedding), torch.cat(target), counts, frames, durations)
+    return Rows(
+        torch.cat(hidden), torch.cat(embedding), torch.cat(following), torch.cat(target), counts, frames, durations
+    )
+
+
+VARIANTS = ("plain", "next", "shift", "late")
+
+
+def inputs(rows: Rows, variant: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A variant's head inputs: the state it reads, and what it gets beside it through `next_proj`."""
+    return {
+        "plain": (rows.hidden, None),
+        "next": (rows.hidden, rows.next_embedding),
+        "shift": (rows.hidden, rows.next_hidden),
+        "late": (rows.next_hidden, None),
+    }[variant]
 
 
 def new_head(model: UtteraTTS, with_next: bool) -> MelHead:
@@ -86,23 +116,25 @@ def new_head(model: UtteraTTS, with_next: bool) -> MelHead:
     return head
 
 
-def predict(head: MelHead, rows: Rows) -> torch.Tensor:
+def predict(head: MelHead, rows: Rows, variant: str) -> torch.Tensor:
     with torch.no_grad():
-        return head(rows.hidden, rows.next_embedding if head.next_proj is not None else None)
+        return head(*inputs(rows, variant))
 
 
-def train(head: MelHead, rows: Rows, epochs: int, seed: int, lr: float = 3e-4, batch: int = 512) -> list[float]:
+def train(
+    head: MelHead, rows: Rows, variant: str, epochs: int, seed: int, lr: float = 3e-4, batch: int = 512
+) -> list[float]:
     torch.manual_seed(seed)
     opt = torch.optim.Adam(head.parameters(), lr=lr)
     n = rows.hidden.shape[0]
+    state, beside = inputs(rows, variant)
     losses = []
     for _ in range(epochs):
         order = torch.randperm(n)
         total = 0.0
         for i in range(0, n, batch):
             idx = order[i : i + batch]
-            nxt = rows.next_embedding[idx] if head.next_proj is not None else None
-            loss = (head(rows.hidden[idx], nxt) - rows.target[idx]).abs().mean()
+            loss = (head(state[idx], None if beside is None else beside[idx]) - rows.target[idx]).abs().mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -125,6 +157,75 @@ def judge(chunks: torch.Tensor, rows: Rows, r: int) -> dict:
     }
 
 
+@torch.no_grad()
+def free_running(model: UtteraTTS, lines: list[str], voice_token: int | None) -> tuple[Rows, list[int]]:
+    """The lines spoken by the model alone (`training.infer.generate`: its own pointers, no teacher), as rows
+    for any head (no target), and how many sentences of the frontend each line has (its rows come in that
+    many runs of `counts`). A runaway's last step gets its own state as the next one."""
+    from training import text_frontend
+    from training.infer import generate
+
+    c = model.config
+    hidden, following, embedding, counts, per_line = [], [], [], [], []
+    for line in lines:
+        sentences = text_frontend.prepare(line)
+        per_line.append(len(sentences))
+        for sentence in sentences:
+            ids = list(sentence.phoneme_ids)
+            if voice_token is not None:
+                ids[0] = voice_token
+            g = generate(model, ids, keep_states=True)
+            assert g.states is not None
+            last = g.stop_state if g.stop_state is not None else g.states[-1]
+            moved_to = torch.tensor([c.pointer_offset + p for p in g.pointers[1:]] + [c.stop_token_id])
+            hidden.append(g.states)
+            following.append(torch.cat([g.states[1:], last[None]]))
+            embedding.append(model.embed(moved_to, torch.zeros_like(moved_to)))
+            counts.append(len(g.states))
+    n = sum(counts)
+    rows = Rows(torch.cat(hidden), torch.cat(embedding), torch.cat(following), torch.zeros(n, 0), counts, [], [])
+    return rows, per_line
+
+
+def listen(
+    heads: dict[str, tuple[MelHead, str]], model_dir: Path, model: UtteraTTS, voice_token: int | None,
+    limit: int, seed: int, judges_python: str,
+) -> dict:  # fmt: skip
+    """Every head on the same free-running states of `limit` held-out sentences (the seeded sample of
+    `benchmarks.quality`), through the voice's own vocoder, judged per clip; each head paired against every
+    head before it."""
+    import tempfile
+
+    from benchmarks.naturalness_stages import judge as judge_audio
+    from benchmarks.vocoder_ab import JUDGES, load_vocoder, paired, sample
+
+    indices, lines = sample(ROOT / "training" / "eval_sentences.txt", limit, seed)
+    rows, per_line = free_running(model, lines, voice_token)
+    vocoder = load_vocoder(str(model_dir / "vocoder"))
+    work = Path(tempfile.mkdtemp(prefix="mel_head_probe_"))
+    manifest: list[dict] = []
+    for name, (head, variant) in heads.items():
+        chunks = predict(head, rows, variant)
+        mels = [m.flatten(0, 1).T for m in chunks.split(rows.counts)]
+        k = 0
+        for index, n in zip(indices, per_line, strict=True):
+            with torch.inference_mode():
+                audio = [vocoder(m[None].float())[0].numpy() for m in mels[k : k + n]]
+            k += n
+            path = work / f"{len(manifest):04d}.npy"
+            np.save(path, np.concatenate(audio).astype(np.float32))
+            manifest.append({"key": f"{name}|{index}", "path": str(path), "sr": vocoder.config.sample_rate})
+    print(f"judging {len(manifest)} clips (in {work})", flush=True)
+    scores = {s["key"]: s for s in judge_audio(judges_python, manifest, work)}
+    by = {name: {i: scores[f"{name}|{i}"] for i in indices} for name in heads}
+    names = list(heads)
+    return {
+        "indices": indices,
+        "means": {name: {j: float(np.mean([by[name][i][j] for i in indices])) for j in JUDGES} for name in names},
+        "paired": {f"{b} - {a}": paired(by, b, a) for k, a in enumerate(names) for b in names[k + 1 :]},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model_dir", type=Path)
@@ -134,8 +235,13 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=40)
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"heads to train, of {','.join(VARIANTS)}")
+    parser.add_argument("--listen", type=int, default=0, help="judge the heads on N held-out sentences spoken freely")
+    parser.add_argument("--judges-python", default=None, help="with --listen: the judges' interpreter")
     parser.add_argument("--out", type=Path, default=Path("mel_head_probe.json"))
     a = parser.parse_args()
+    if a.listen and not a.judges_python:
+        parser.error("--listen needs --judges-python")
     torch.manual_seed(a.seed)
     model = load_model(str(a.model_dir), "cpu")
     r = model.config.frames_per_step
@@ -143,19 +249,36 @@ def main() -> None:
     eval_rows = collect(model, a.eval_feat, a.voice_token)
     print(f"rows: train {train_rows.hidden.shape[0]} ({len(train_rows.counts)} utterances), eval "
           f"{eval_rows.hidden.shape[0]} ({len(eval_rows.counts)} utterances); {r} frames a step", flush=True)  # fmt: skip
-    results = {"as is": {"train_l1": None, **judge(predict(new_head(model, False), eval_rows), eval_rows, r)}}
-    for name, with_next in (("plain", False), ("next", True)):
-        head = new_head(model, with_next)
-        losses = train(head, train_rows, a.epochs, a.seed, a.lr)
-        results[name] = {"train_l1": losses, **judge(predict(head, eval_rows), eval_rows, r)}
+    heads = {"as is": (new_head(model, False), "plain")}
+    results = {"as is": {"train_l1": None, **judge(predict(heads["as is"][0], eval_rows, "plain"), eval_rows, r)}}
+    for variant in a.variants.split(","):
+        head = new_head(model, inputs(train_rows, variant)[1] is not None)
+        losses = train(head, train_rows, variant, a.epochs, a.seed, a.lr)
+        results[variant] = {"train_l1": losses, **judge(predict(head, eval_rows, variant), eval_rows, r)}
+        heads[variant] = (head, variant)
     for name, res in results.items():
         split = res["by_phoneme"]
         print(f"{name:>6}  eval l1 {res['l1']:.3f}  by place " + " ".join(f"{x:.3f}" for x in res["l1_by_position"]))
         print(f"{'':>6}  same phoneme      " + " ".join(f"{x:.3f}" for x in split["same"]))
         print(f"{'':>6}  past a change     " + " ".join(f"{x:.3f}" for x in split["changed"]), flush=True)
+    listened = None
+    if a.listen:
+        listened = listen(heads, a.model_dir, model, a.voice_token, a.listen, a.seed, a.judges_python)
+        print(f"{'head':>8}  " + "  ".join(f"{j:>18}" for j in listened["means"][next(iter(heads))]))
+        for name, means in listened["means"].items():
+            print(f"{name:>8}  " + "  ".join(f"{v:>18.3f}" for v in means.values()))
+        for pair, diffs in listened["paired"].items():
+            cells = "  ".join(f"{d['mean']:+.3f} ± {d['se']:.3f} ({d['higher']:>2})" for d in diffs.values())
+            print(f"{pair:>8}  {cells}", flush=True)
     a.out.write_text(
         json.dumps(
-            {"command": machine.command(), "machine": machine.describe(), "frames_per_step": r, "results": results},
+            {
+                "command": machine.command(),
+                "machine": machine.describe(),
+                "frames_per_step": r,
+                "results": results,
+                "listened": listened,
+            },
             indent=1,
         )
         + "\n"

@@ -25,6 +25,10 @@ class Generation:
     pointers: list[int]  # p_0 .. p_{T-1}
     mel: torch.Tensor  # (n_mels, T * r) log-mel
     stopped: bool  # False: hit the length cap (runaway)
+    # with `generate(keep_states=True)`: the final hidden state of each step (T, H), then, if it stopped,
+    # the state at the STOP token fed as one more input (H); for mel heads other than the model's own
+    states: torch.Tensor | None = None
+    stop_state: torch.Tensor | None = None
 
 
 def load_model_dir(path: str | Path, device: str = "cpu") -> UtteraTTS:
@@ -43,7 +47,7 @@ def allowed_window(outputs: list[int], n_phonemes: int, c: AcousticConfig) -> tu
 
 
 @torch.no_grad()
-def generate(model: UtteraTTS, phoneme_ids: list[int]) -> Generation:
+def generate(model: UtteraTTS, phoneme_ids: list[int], keep_states: bool = False) -> Generation:
     c = model.config
     P = len(phoneme_ids)
     if not 1 <= P <= c.max_phonemes:
@@ -53,13 +57,19 @@ def generate(model: UtteraTTS, phoneme_ids: list[int]) -> Generation:
     tokens = torch.tensor([phoneme_ids], device=device)
     model(tokens, kv_caches=caches)  # prefill: emits no mel, next token is forced to pointer 0
     pointers: list[int] = [0]
-    chunks = []
+    chunks: list[torch.Tensor] = []
+    states: list[torch.Tensor] = []
     cap = P * c.max_steps_per_phoneme + 1
     stopped = False
+
+    def step(token: int) -> torch.Tensor:
+        s = P + len(states)
+        tok = torch.tensor([[token]], device=device)
+        return model(tok, positions=torch.tensor([[s]], device=device), kv_caches=caches)[0, 0]
+
     while len(pointers) <= cap:
-        s = P + len(pointers) - 1
-        tok = torch.tensor([[c.pointer_offset + pointers[-1]]], device=device)
-        h = model(tok, positions=torch.tensor([[s]], device=device), kv_caches=caches)[0, 0]
+        h = step(c.pointer_offset + pointers[-1])
+        states.append(h)
         chunks.append(model.mel_head(h))
         logits = model.lm_head(h)
         lo, hi, stop_ok = allowed_window(pointers, P, c)
@@ -73,4 +83,7 @@ def generate(model: UtteraTTS, phoneme_ids: list[int]) -> Generation:
         assert best is not None, "no pointer allowed and no stop"
         pointers.append(best)
     mel = torch.cat(chunks, 0).T if chunks else torch.zeros(c.n_mels, 0)
-    return Generation(pointers[: len(chunks)], mel, stopped)
+    if not keep_states:
+        return Generation(pointers[: len(chunks)], mel, stopped)
+    stop_state = step(c.stop_token_id) if stopped else None
+    return Generation(pointers[: len(chunks)], mel, stopped, torch.stack(states), stop_state)

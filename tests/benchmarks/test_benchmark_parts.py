@@ -276,15 +276,22 @@ def test_mel_head_probe_heads_start_as_the_models_and_learn():
     rows = Rows(
         hidden=torch.randn(n, 32),
         next_embedding=torch.randn(n, 32),
+        next_hidden=torch.randn(n, 32),
         target=torch.randn(n, 4, 8),
         counts=[6, 6],
         frames=[np.zeros((24, 8), np.float32), np.zeros((22, 8), np.float32)],
         durations=[np.array([10, 14]), np.array([22])],
     )
-    plain, nxt = new_head(model, False), new_head(model, True)
-    assert torch.equal(predict(plain, rows), predict(nxt, rows))  # the next token's projection starts at zero
-    assert torch.equal(predict(plain, rows), model.mel_head(rows.hidden).detach())
-    losses = train(nxt, rows, epochs=30, seed=0, lr=3e-3)
+    plain, nxt, shift = new_head(model, False), new_head(model, True), new_head(model, True)
+    as_is = predict(plain, rows, "plain")
+    assert torch.equal(as_is, model.mel_head(rows.hidden).detach())
+    # what a head gets beside the hidden state goes through a projection that starts at zero
+    assert torch.equal(as_is, predict(nxt, rows, "next")) and torch.equal(as_is, predict(shift, rows, "shift"))
+    # `late` reads the next step's state in place of the step's own
+    assert torch.equal(predict(plain, rows, "late"), model.mel_head(rows.next_hidden).detach())
+    losses = train(nxt, rows, "next", epochs=30, seed=0, lr=3e-3)
     assert losses[-1] < losses[0] and nxt.next_proj.weight.abs().sum() > 0
-    res = judge(predict(nxt, rows), rows, 4)
+    train(shift, rows, "shift", epochs=30, seed=0, lr=3e-3)
+    assert not torch.equal(shift.next_proj.weight, nxt.next_proj.weight)  # each learns from its own input
+    res = judge(predict(nxt, rows, "next"), rows, 4)
     assert len(res["l1_by_position"]) == 4 and res["by_phoneme"]["changed_share"][0] == 0.0

@@ -302,3 +302,49 @@ def test_vocoder_zero_dc_bin_over_an_init_then_export_beside_a_voice(synthetic_d
     assert state["model"].keys() == served.keys()
     for name, weight in state["model"].items():
         assert torch.equal(served[name], weight.half().float()), name  # fp16 on disk
+
+
+def test_mel_head_probe_rows_carry_the_next_steps_state(synthetic_data):
+    """Each row's next hidden state is the following row's hidden state in its utterance; the last row's is
+    the state at STOP, as a model run on the utterance with STOP appended gives it."""
+    from benchmarks.mel_head_probe import collect
+    from training.data import collate, read_shard, training_utterance
+    from training.model import UtteraTTS
+
+    _, feat = synthetic_data
+    torch.manual_seed(0)
+    model = UtteraTTS(tiny_acoustic_config()).eval()
+    rows = collect(model, feat, None, batch=5)  # batches of unequal lengths: padding between utterances
+    assert len(rows.counts) == 12 and rows.hidden.shape == rows.next_hidden.shape
+    start = 0
+    for count in rows.counts:
+        assert torch.equal(rows.next_hidden[start : start + count - 1], rows.hidden[start + 1 : start + count])
+        start += count
+    c = model.config
+    f = read_shard(feat / "feat_00.npz", None)[-1]
+    b = collate([training_utterance(f, c.frames_per_step, c.max_advance)], c.pointer_offset)
+    with torch.no_grad():
+        h = model(torch.cat([b["tokens"], torch.tensor([[c.stop_token_id]])], dim=1))
+    assert torch.allclose(rows.next_hidden[-1], h[0, -1], atol=1e-5)
+    assert torch.allclose(rows.hidden[-1], h[0, -2], atol=1e-5)
+
+
+def test_mel_head_probe_free_running_rows_give_the_models_own_mel():
+    """Free-running rows through the model's own head are the mel `generate` gives; each row's next state is
+    the following step's, the last one the state at STOP."""
+    from benchmarks.mel_head_probe import free_running, new_head, predict
+    from training import text_frontend
+    from training.infer import generate
+    from training.model import UtteraTTS
+
+    torch.manual_seed(0)
+    model = UtteraTTS(tiny_acoustic_config(max_steps_per_phoneme=3)).eval()
+    lines = ["Hello there. How are you?", "A short one."]
+    rows, per_line = free_running(model, lines, voice_token=None)
+    assert per_line == [2, 1] and len(rows.counts) == 3
+    chunks = predict(new_head(model, False), rows, "plain").split(rows.counts)
+    first = generate(model, list(text_frontend.prepare(lines[0])[0].phoneme_ids), keep_states=True)
+    assert torch.allclose(chunks[0].flatten(0, 1).T, first.mel, atol=1e-5)
+    assert torch.equal(rows.next_hidden[: rows.counts[0] - 1], rows.hidden[1 : rows.counts[0]])
+    expected_last = first.stop_state if first.stopped else first.states[-1]
+    assert torch.allclose(rows.next_hidden[rows.counts[0] - 1], expected_last, atol=1e-6)
