@@ -7,6 +7,7 @@ real `uttera serve` on it, shared by tests/server and tests/voice_agent.
 """
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,16 @@ def ipc_directory():
 
     with ipc_dir():
         yield
+
+
+@pytest.fixture(autouse=True)
+def live_vllm_environment():
+    """A test that runs the app's lifespan in this process turns vLLM's environment cache on, as a serving
+    process does (app.py); the tests after it read the environment live again."""
+    yield
+    envs = sys.modules.get("vllm.envs")
+    if envs is not None and envs._is_envs_cache_enabled():
+        envs.disable_envs_cache()
 
 
 @pytest.fixture(scope="session")

@@ -295,3 +295,37 @@ def test_mel_head_probe_heads_start_as_the_models_and_learn():
     assert not torch.equal(shift.next_proj.weight, nxt.next_proj.weight)  # each learns from its own input
     res = judge(predict(nxt, rows, "next"), rows, 4)
     assert len(res["l1_by_position"]) == 4 and res["by_phoneme"]["changed_share"][0] == 0.0
+
+
+def test_envs_cache_times_the_stats_update_both_ways(monkeypatch):
+    """The update the benchmark times reads vLLM's environment on every row: live, a change is seen at once;
+    cached, the value of when the cache was made stays."""
+    import time
+
+    from vllm import envs
+    from vllm.v1.engine import EngineCoreOutput
+    from vllm.v1.metrics.stats import IterationStats, LoRARequestStates, RequestStateStats
+
+    from benchmarks.envs_cache import measure
+
+    def corrupted() -> bool:
+        state = RequestStateStats(arrival_time=time.time())
+        out = EngineCoreOutput(request_id="r", new_token_ids=[5], num_nans_in_logits=1)
+        IterationStats().update_from_output(out, time.time(), False, state, LoRARequestStates(True), None)
+        return state.is_corrupted
+
+    monkeypatch.delenv("VLLM_COMPUTE_NANS_IN_LOGITS", raising=False)
+    envs.disable_envs_cache()
+    assert not corrupted()
+    monkeypatch.setenv("VLLM_COMPUTE_NANS_IN_LOGITS", "1")
+    assert corrupted()  # read live
+    live = measure(rows=16, steps=5)
+    monkeypatch.delenv("VLLM_COMPUTE_NANS_IN_LOGITS")
+    envs.enable_envs_cache()
+    try:
+        monkeypatch.setenv("VLLM_COMPUTE_NANS_IN_LOGITS", "1")
+        assert not corrupted()  # cached while it was unset
+        cached = measure(rows=16, steps=5)
+    finally:
+        envs.disable_envs_cache()
+    assert live > 0 and cached > 0

@@ -6,40 +6,12 @@ in-process (Starlette's TestClient) with a stand-in synthesizer and a fault inje
 
 from starlette.testclient import TestClient
 
+from _stand_ins import IdleSynthesizer
+
 from uttera_server.app import build_app
 from uttera_server.config import ServerConfig
-from uttera_server.synthesis.mel_engine import EngineStats
-from uttera_server.synthesis import SpeechSynthesizer, VoiceInfo
+from uttera_server.synthesis import SpeechSynthesizer
 from uttera_server.ws.protocol import SpeechSessionProtocol
-
-
-class IdleSynthesizer:
-    """Ready, with one voice; never asked to synthesize here."""
-
-    sample_rate = 22050
-    model_id = "uttera-test"
-    max_input_chars = 1000
-    voices = {"default": VoiceInfo("default", "test", "en-US", "", True, 22050)}
-    sink = 0
-    vocoder = "voice"
-
-    async def start(self) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
-
-    def is_ready(self) -> bool:
-        return True
-
-    def is_failed(self) -> bool:
-        return False
-
-    def engine_stats(self) -> EngineStats:
-        return EngineStats()
-
-    def stream(self, *args, **kwargs):
-        raise AssertionError("not used")
 
 
 def test_the_stand_in_is_a_speech_synthesizer():

@@ -1,0 +1,39 @@
+"""app.py's lifespan: once the engine is up, the serving process caches vLLM's environment (the real app
+in-process, Starlette's TestClient, with a stand-in synthesizer)."""
+
+import time
+
+from _stand_ins import IdleSynthesizer
+from starlette.testclient import TestClient
+
+from uttera_server.app import build_app
+from uttera_server.config import ServerConfig
+
+
+def test_the_serving_process_caches_vllms_environment_once_the_engine_is_up(tmp_path):
+    from vllm import envs
+
+    envs.disable_envs_cache()
+    with TestClient(build_app(ServerConfig(model_dir=tmp_path, freeze_heap=False), IdleSynthesizer())) as client:
+        assert client.get("/health").status_code == 200
+        deadline = time.monotonic() + 10  # the engine starts in a task of the lifespan's
+        while not envs._is_envs_cache_enabled() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert envs._is_envs_cache_enabled()  # vLLM's own check (its engine core and workers do the same)
+    envs.disable_envs_cache()  # conftest.py's guard would too: the test process reads its environment live
+
+
+def test_an_engine_that_fails_to_start_leaves_the_environment_live(tmp_path):
+    from vllm import envs
+
+    class Failing(IdleSynthesizer):
+        async def start(self) -> None:
+            raise RuntimeError("no engine")
+
+    envs.disable_envs_cache()
+    with TestClient(build_app(ServerConfig(model_dir=tmp_path, freeze_heap=False), Failing())) as client:
+        deadline = time.monotonic() + 10
+        while client.get("/health").json()["status"] != "failed" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert client.get("/health").json() == {"status": "failed", "error": "RuntimeError: no engine"}
+        assert not envs._is_envs_cache_enabled()
