@@ -60,6 +60,7 @@ def apply() -> None:
 
     gpu_model_runner.check_runner_mode()
     pauses.watch_gc()
+    pauses.patch_shutdowns()
     process_tree.clean_exit()
     outputs.patch()
     output_processor.patch()

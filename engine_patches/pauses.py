@@ -5,7 +5,9 @@ A listener who has just started has only its first chunk buffered (~0.1 s); a pr
 longer than that underruns every such stream it serves. Both watchers log one WARNING per pause past
 their threshold, with the wall-clock time (`t=`, seconds since the epoch) so a client's record of an
 underrun can be matched against it. `watch_gc()` is installed in every vLLM process by `apply()`
-(serving processes and engine cores); `StepGaps` by the model runner patch.
+(serving processes and engine cores); `StepGaps` by the model runner patch. Once an engine core or a
+worker starts its shutdown, its collector passes are no longer watched (`patch_shutdowns`): vLLM unfreezes
+the heap there and collects it whole (~0.4 s), with no stream left to starve.
 """
 
 import atexit
@@ -42,6 +44,37 @@ def watch_gc(warn_s: float = GC_WARN_S, clock: Callable[[], float] = time.perf_c
     stalls.install(on_gc)
     _installed.append(on_gc)
     atexit.register(stalls.uninstall, on_gc)  # the passes of interpreter shutdown starve no one
+
+
+def stop_watching_gc() -> None:
+    """This process's collector passes go unwatched from now on."""
+    for on_gc in _installed:
+        stalls.uninstall(on_gc)
+
+
+def _unwatched_from(cls: type, name: str) -> None:
+    """`cls.name` stops watching the collector before it runs (once per class)."""
+    original = getattr(cls, name)
+    if getattr(original, "_uttera_unwatched", False):
+        return
+
+    def method(self: object, *args: object, **kwargs: object) -> object:
+        stop_watching_gc()
+        return original(self, *args, **kwargs)
+
+    method._uttera_unwatched = True  # type: ignore[attr-defined]
+    method.__wrapped__ = original  # type: ignore[attr-defined]
+    setattr(cls, name, method)  # the patch itself
+
+
+def patch_shutdowns() -> None:
+    """The engine core's and the workers' shutdowns (the CPU worker's is the GPU worker's) stop watching
+    the collector first."""
+    from vllm.v1.engine.core import EngineCore
+    from vllm.v1.worker.gpu_worker import Worker
+
+    _unwatched_from(EngineCore, "shutdown")
+    _unwatched_from(Worker, "shutdown")
 
 
 class StepGaps:

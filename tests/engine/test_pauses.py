@@ -62,3 +62,37 @@ def test_a_long_collector_pass_is_logged_once_per_pass(caplog, monkeypatch):
         on_gc("stop", {"generation": 2})
     [record] = caplog.records
     assert "generation 2" in record.message and "120 ms" in record.message
+
+
+def test_a_shutdown_stops_watching_the_collector_first(monkeypatch):
+    """vLLM unfreezes the heap in its engine core's and workers' shutdowns and collects it whole: those
+    passes starve no stream, so they are not reported."""
+    clock = Clock()
+    monkeypatch.setattr(pauses, "_installed", [])
+    monkeypatch.setattr(gc, "callbacks", [])
+    pauses.watch_gc(warn_s=0.05, clock=clock)
+    [on_gc] = gc.callbacks
+    calls = []
+
+    class Process:
+        def shutdown(self, timeout: float = 1.0) -> str:
+            calls.append((len(gc.callbacks), timeout))  # what the original sees
+            return "done"
+
+    original = Process.shutdown
+    pauses._unwatched_from(Process, "shutdown")
+    pauses._unwatched_from(Process, "shutdown")  # wrapped once
+    assert Process.shutdown.__wrapped__ is original
+    assert Process().shutdown(timeout=2.0) == "done"
+    assert calls == [(0, 2.0)]  # unwatched before the original ran
+    assert on_gc not in gc.callbacks  # later passes (vLLM's whole-heap collection) go unreported
+
+
+def test_the_engine_core_and_worker_shutdowns_are_patched():
+    from vllm.v1.engine.core import EngineCore
+    from vllm.v1.worker.cpu_worker import CPUWorker
+    from vllm.v1.worker.gpu_worker import Worker
+
+    pauses.patch_shutdowns()
+    assert EngineCore.shutdown._uttera_unwatched and Worker.shutdown._uttera_unwatched
+    assert CPUWorker.shutdown is Worker.shutdown  # the CPU build's worker inherits it
