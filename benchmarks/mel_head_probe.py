@@ -37,7 +37,7 @@ import torch
 from benchmarks import machine
 from benchmarks.mel_step_position import by_position, by_position_and_phoneme
 from training.aligned_mels import load_model
-from training.data import Utterance, collate, next_tokens, read_shard, training_utterance
+from training.data import Utterance, collate, next_tokens, read_shard, training_utterance, voice_prompt
 from training.model import MelHead, UtteraTTS
 from training.targets import TargetError
 
@@ -171,10 +171,7 @@ def free_running(model: UtteraTTS, lines: list[str], voice_token: int | None) ->
         sentences = text_frontend.prepare(line)
         per_line.append(len(sentences))
         for sentence in sentences:
-            ids = list(sentence.phoneme_ids)
-            if voice_token is not None:
-                ids[0] = voice_token
-            g = generate(model, ids, keep_states=True)
+            g = generate(model, voice_prompt(sentence.phoneme_ids, voice_token).tolist(), keep_states=True)
             assert g.states is not None
             last = g.stop_state if g.stop_state is not None else g.states[-1]
             moved_to = torch.tensor([c.pointer_offset + p for p in g.pointers[1:]] + [c.stop_token_id])

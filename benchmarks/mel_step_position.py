@@ -62,11 +62,6 @@ def by_position_and_phoneme(
     }
 
 
-def read_durations(directory: Path) -> list[np.ndarray]:
-    """Every utterance's phoneme durations (frames) of `directory/feat_*.npz`, in shard order."""
-    return [f.dur for path in sorted(directory.glob("feat_*.npz")) for f in read_shard(path)]
-
-
 def read_mels(directory: Path, prefix: str) -> list[np.ndarray]:
     """Every utterance's mel of `directory/{prefix}_*.npz` (`mel` + `mel_off`), in shard order."""
     mels = []
@@ -88,8 +83,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("mel_step_position.json"))
     a = parser.parse_args()
     frames = {k: int(v) for k, v in (f.split("=", 1) for f in a.frames)}
-    teacher = read_mels(a.feat_dir, "feat")
-    durations = read_durations(a.feat_dir) if a.by_phoneme else []
+    utterances = [f for path in sorted(a.feat_dir.glob("feat_*.npz")) for f in read_shard(path)]
+    if not utterances:
+        raise SystemExit(f"no feat_*.npz in {a.feat_dir}")
+    teacher = [f.mel for f in utterances]
+    durations = [f.dur for f in utterances]
     rows = {}
     for spec in a.preds:
         name, pred_dir = spec.split("=", 1)

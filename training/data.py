@@ -15,6 +15,7 @@ when b is the last phoneme). Class k <= max_advance means "move k", class max_ad
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,18 +49,23 @@ class Features:
     text: str
 
 
+def voice_prompt(ids: Sequence[int] | np.ndarray, voice_token: int | None) -> np.ndarray:
+    """A prompt's phoneme ids (int64, a copy) with `voice_token` in place of its first id (the `^` a voice's
+    prompts begin with), so one model learns several voices (docs/model-format.md, "voices"); None keeps `^`."""
+    out = np.array(ids, dtype=np.int64)
+    if voice_token is not None:
+        out[0] = voice_token
+    return out
+
+
 def read_shard(path: Path, voice_token: int | None = None) -> list[Features]:
-    """A features shard's utterances, in order. `voice_token`: the id that replaces each prompt's first id
-    (the `^` a voice's prompts begin with), so one model learns several voices (docs/model-format.md,
-    "voices"); None keeps `^`."""
+    """A features shard's utterances, in order, each prompt made with `voice_prompt`."""
     with np.load(path) as f:  # NpzFile re-reads an array on every access: read each once
         z = {k: f[k] for k in f.files}
     out = []
     for u in range(len(z["ids_off"]) - 1):
         a, b = z["ids_off"][u], z["ids_off"][u + 1]
-        ids = z["ids"][a:b].astype(np.int64)
-        if voice_token is not None:
-            ids[0] = voice_token
+        ids = voice_prompt(z["ids"][a:b], voice_token)
         out.append(Features(ids, z["dur"][a:b], z["mel"][z["mel_off"][u] : z["mel_off"][u + 1]], str(z["text"][u])))
     return out
 

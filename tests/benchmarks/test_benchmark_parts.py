@@ -321,11 +321,8 @@ def test_envs_cache_times_the_stats_update_both_ways(monkeypatch):
     assert corrupted()  # read live
     live = measure(rows=16, steps=5)
     monkeypatch.delenv("VLLM_COMPUTE_NANS_IN_LOGITS")
-    envs.enable_envs_cache()
-    try:
-        monkeypatch.setenv("VLLM_COMPUTE_NANS_IN_LOGITS", "1")
-        assert not corrupted()  # cached while it was unset
-        cached = measure(rows=16, steps=5)
-    finally:
-        envs.disable_envs_cache()
+    envs.enable_envs_cache()  # conftest.py's `live_vllm_environment` turns it off after the test
+    monkeypatch.setenv("VLLM_COMPUTE_NANS_IN_LOGITS", "1")
+    assert not corrupted()  # cached while it was unset
+    cached = measure(rows=16, steps=5)
     assert live > 0 and cached > 0

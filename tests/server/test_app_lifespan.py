@@ -1,5 +1,6 @@
 """app.py's lifespan: once the engine is up, the serving process caches vLLM's environment (the real app
-in-process, Starlette's TestClient, with a stand-in synthesizer)."""
+in-process, Starlette's TestClient, with a stand-in synthesizer; conftest.py's `live_vllm_environment`
+turns the cache off again after each test)."""
 
 import time
 
@@ -20,7 +21,6 @@ def test_the_serving_process_caches_vllms_environment_once_the_engine_is_up(tmp_
         while not envs._is_envs_cache_enabled() and time.monotonic() < deadline:
             time.sleep(0.01)
         assert envs._is_envs_cache_enabled()  # vLLM's own check (its engine core and workers do the same)
-    envs.disable_envs_cache()  # conftest.py's guard would too: the test process reads its environment live
 
 
 def test_an_engine_that_fails_to_start_leaves_the_environment_live(tmp_path):
