@@ -153,3 +153,27 @@ def test_heart_interpreter_is_probed_before_synthesis(tmp_path):
         check_heart_python(sys.executable)
     with pytest.raises(SystemExit, match="--heart-python .*missing"):
         check_heart_python(str(tmp_path / "missing" / "python"))
+
+
+def test_quality_pairs_match_sentences_by_voice_and_index():
+    from benchmarks.quality_pairs import compare, table_md
+
+    def row(index, mos, wer, rtf):
+        return {"index": index, "ours_distillmos": mos, "ours_nisqa_tts": mos, "ours_dnsmos_ovrl": None,
+                "ours_wer_spoken": wer, "duration_ratio": 1.0, "rtf": rtf}  # fmt: skip
+
+    a = {"joe": [row(0, 3.0, 0.10, 0.30), row(1, 2.0, 0.00, 0.30), row(7, 4.0, 0.0, 0.3)]}
+    b = {"joe": [row(1, 2.5, 0.25, 0.20), row(0, 3.5, 0.00, 0.10), row(9, 1.0, 1.0, 1.0)], "heart": [row(0, 1, 0, 0)]}
+    result = compare(a, b)
+    assert list(result) == ["joe"]  # heart is in one run only
+    joe = result["joe"]
+    assert (joe["shared"], joe["only_a"], joe["only_b"]) == (2, 1, 1)
+    mos = joe["judges"]["DistillMOS"]
+    assert mos["n"] == 2 and mos["mean"] == pytest.approx(0.5) and mos["se"] == pytest.approx(0.0)
+    assert mos["b_better"] == 2
+    wer = joe["judges"]["WER spoken, points"]  # percentage points; lower is better
+    assert wer["mean"] == pytest.approx((-10 + 25) / 2) and wer["b_better"] == 1
+    assert joe["judges"]["DNSMOS OVRL"]["n"] == 0  # a judge missing from a row leaves it out
+    assert joe["judges"]["duration ratio"]["b_better"] is None
+    md = table_md(result, "a", "b")
+    assert "| joe | 2 | +0.500 ± 0.000 (2) |" in md and "| – |" in md
