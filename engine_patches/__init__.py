@@ -15,6 +15,8 @@ One module per vLLM point patched (see ../shared/notes/vllm-0.32-output-path.md 
   reaches the serving processes only, which drain, then stop the engine); killing an engine core's process
   tree at shutdown skips descendants that already exited.
 - `pauses`: warnings for garbage-collector passes and engine steps long enough to starve a new stream.
+- `kv_slots`: the scheduler's KV slot request for a decode step that fits in the request's last block
+  returns at once (the stock path's answer there), for the full-attention, no-prefix-cache layout served.
 - `outputs`: `RequestOutput.add` concatenates `mel_chunks` when the collector merges outputs of a lagging
   consumer, so no chunk is lost.
 
@@ -56,7 +58,7 @@ def check_vllm_version(found: str | None = None) -> str:
 
 def apply() -> None:
     check_vllm_version()
-    from . import gpu_model_runner, output_processor, outputs, pauses, process_tree, shared_gpu
+    from . import gpu_model_runner, kv_slots, output_processor, outputs, pauses, process_tree, shared_gpu
 
     gpu_model_runner.check_runner_mode()
     pauses.watch_gc()
@@ -67,3 +69,4 @@ def apply() -> None:
     gpu_model_runner.patch()
     shared_gpu.patch()
     process_tree.patch()
+    kv_slots.patch()
