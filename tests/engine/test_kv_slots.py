@@ -13,6 +13,7 @@ import torch
 from vllm import SamplingParams
 from vllm.engine.arg_utils import EngineArgs
 from vllm.v1.core.kv_cache_manager import KVCacheManager
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, SlidingWindowSpec
 from vllm.v1.outputs import ModelRunnerOutput
@@ -33,11 +34,11 @@ def engine_config(tiny_model_dir):
     return args.create_engine_config()
 
 
-def scheduler(engine_config, num_blocks: int, spec=None) -> Scheduler:
+def scheduler(engine_config, num_blocks: int, spec=None, kind: type[Scheduler] = Scheduler) -> Scheduler:
     engine_config.cache_config.num_gpu_blocks = num_blocks
     spec = spec or FullAttentionSpec(block_size=BLOCK, num_kv_heads=2, head_size=64, dtype=torch.float16)
     config = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["l0"], spec)])
-    return Scheduler(engine_config, config, StructuredOutputManager(engine_config), block_size=BLOCK)
+    return kind(engine_config, config, StructuredOutputManager(engine_config), block_size=BLOCK)
 
 
 def snapshot(out) -> tuple:
@@ -67,10 +68,11 @@ def counting(fn, counts: dict[str, int]):
     return allocate_slots
 
 
-def drive(s: Scheduler, allocate, seed: int, steps: int) -> list:
-    """The same workload on `s` for a given seed, with `allocate` as `KVCacheManager.allocate_slots`."""
+def drive(s: Scheduler, allocate, seed: int, steps: int, depth: int = 1) -> list:
+    """The same workload on `s` for a given seed, with `allocate` as `KVCacheManager.allocate_slots`.
+    `depth` 2: a step is scheduled before the previous one's output comes back (vLLM's async scheduling)."""
     rng = random.Random(seed)
-    trace, n = [], 0
+    trace, n, pending = [], 0, []
     original = KVCacheManager.allocate_slots
     KVCacheManager.allocate_slots = allocate  # type: ignore[method-assign]  # the variant under test
     try:
@@ -82,8 +84,11 @@ def drive(s: Scheduler, allocate, seed: int, steps: int) -> list:
                 n += 1
             if s.running and rng.random() < 0.05:
                 s.finish_requests(rng.choice(s.running).request_id, RequestStatus.FINISHED_ABORTED)
-            out = s.schedule()
+            pending.append(out := s.schedule())
             trace.append((snapshot(out), s.kv_cache_manager.block_pool.get_num_free_blocks()))
+            if len(pending) < depth:
+                continue
+            out = pending.pop(0)
             ids = list(out.num_scheduled_tokens)
             sampled = [[rng.randrange(3, 60)] for _ in ids]  # a prefill chunk's sample is dropped by vLLM
             s.update_from_output(
@@ -97,16 +102,20 @@ def drive(s: Scheduler, allocate, seed: int, steps: int) -> list:
     return trace
 
 
-@pytest.mark.parametrize("seed,num_blocks", [(0, 400), (1, 60), (2, 40)])
-def test_the_shortcut_schedules_exactly_as_stock(engine_config, seed, num_blocks, monkeypatch):
+@pytest.mark.parametrize(
+    "seed,num_blocks,kind", [(0, 400, Scheduler), (1, 60, Scheduler), (2, 40, Scheduler), (3, 60, AsyncScheduler)]
+)
+def test_the_shortcut_schedules_exactly_as_stock(engine_config, seed, num_blocks, kind, monkeypatch):
     kv_slots.patch()
     stock = kv_slots.stock_allocate_slots()
     assert KVCacheManager.allocate_slots is not stock
     stock_counts, patched_counts = {"calls": 0, "empty": 0}, {"calls": 0, "empty": 0}
-    a = drive(scheduler(engine_config, num_blocks), counting(stock, stock_counts), seed, steps=300)
+    depth = 2 if kind is AsyncScheduler else 1
+    a = drive(scheduler(engine_config, num_blocks, kind=kind), counting(stock, stock_counts), seed, 300, depth)
     fell_through = {"calls": 0, "empty": 0}  # the patched method's calls of the stock one
     monkeypatch.setattr(kv_slots, "_stock", counting(stock, fell_through))
-    b = drive(scheduler(engine_config, num_blocks), counting(KVCacheManager.allocate_slots, patched_counts), seed, 300)
+    patched = counting(KVCacheManager.allocate_slots, patched_counts)
+    b = drive(scheduler(engine_config, num_blocks, kind=kind), patched, seed, 300, depth)
     assert a == b
     assert stock_counts == patched_counts  # the same calls, the same ones answered with no block
     assert patched_counts["empty"] > 0.8 * patched_counts["calls"]  # mostly decode steps inside a block
