@@ -65,7 +65,7 @@ def patch() -> None:
     global _stock
     if getattr(KVCacheManager, _MARK, False):
         return
-    stock = _stock = KVCacheManager.allocate_slots
+    _stock = KVCacheManager.allocate_slots
 
     def allocate_slots(
         self: KVCacheManager,
@@ -117,6 +117,6 @@ def patch() -> None:
         )
         return result
 
-    setattr(KVCacheManager, _STOCK, stock)
+    setattr(KVCacheManager, _STOCK, _stock)
     KVCacheManager.allocate_slots = allocate_slots  # type: ignore[method-assign]  # the patch itself
     setattr(KVCacheManager, _MARK, True)
