@@ -31,6 +31,15 @@ def ipc_directory():
         yield
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_unconfigure(config):
+    """The engine patches watch the collector in this process once an in-process engine loads them; at the
+    end pytest's own collections of the whole heap are no pause worth a warning."""
+    pauses = sys.modules.get("engine_patches.pauses")
+    if pauses is not None:
+        pauses.stop_watching_gc()
+
+
 @pytest.fixture(autouse=True)
 def live_vllm_environment():
     """A test that runs the app's lifespan in this process turns vLLM's environment cache on, as a serving
