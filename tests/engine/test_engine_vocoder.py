@@ -398,3 +398,40 @@ async def test_eight_frames_a_step_pcm_equals_offline_vocoding(tmp_path):
     for i, (mel, (frames, pcm, _)) in enumerate(zip(mels, results)):
         assert mel.shape[0] % 8 == 0 and frames == mel.shape[0], (i, mel.shape, frames)
         assert_pcm_equal(pcm, offline_pcm(vocoder, mel), f"utterance {i}")
+
+
+async def test_untimed_sentences_take_few_engine_outputs_and_the_same_pcm(tiny_model_dir):
+    """Vocoded in the engine, a stream without word timings asks vLLM for an output every
+    UNTIMED_STREAM_INTERVAL steps (the PCM has its own channel); with timings, one per step. The audio is
+    the same, and the timed stream still gets its words."""
+    from uttera_server.synthesis.synthesizer import UNTIMED_STREAM_INTERVAL, AudioChunk, Synthesizer, WordTimings
+
+    text = "This sentence is long enough to take a good number of engine steps before it ends."
+    synth = Synthesizer(
+        tiny_model_dir,
+        engine_config(vocoder_process="engine", max_num_seqs=4, vocoder_device="cpu",
+                      vocoder_chunk_frames=CHUNK_FRAMES, first_chunk_frames=FIRST_CHUNK_FRAMES),
+    )  # fmt: skip
+    try:
+        await synth.start()
+        runs = {}
+        for timed in (False, True):
+            before = synth.engine_stats().outputs
+            pcm, words = [], []
+            async with asyncio.timeout(scaled(120)):
+                async for item in synth.stream(text, with_timestamps=timed):
+                    if isinstance(item, AudioChunk):
+                        pcm.append(item.pcm)
+                    elif isinstance(item, WordTimings):
+                        words.extend(item.words)
+            runs[timed] = (np.concatenate(pcm), words, synth.engine_stats().outputs - before)
+        (untimed_pcm, untimed_words, untimed_outputs), (timed_pcm, timed_words, timed_outputs) = runs[False], runs[True]
+        m = synth.model
+        steps = len(timed_pcm) // (m.frames_per_step * m.hop_length)  # the sentence's decode steps, about
+        assert steps > 2 * UNTIMED_STREAM_INTERVAL, "the sentence is too short to show the interval"
+        assert untimed_outputs <= steps // UNTIMED_STREAM_INTERVAL + 3
+        assert timed_outputs > steps // 2  # about one per step (a lagging consumer may merge a few)
+        assert untimed_words == [] and len(timed_words) >= 5
+        assert_pcm_equal(untimed_pcm, timed_pcm, "untimed against timed")
+    finally:
+        await synth.close()

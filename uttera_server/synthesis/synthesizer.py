@@ -46,6 +46,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+# Engine steps per output for a sentence vocoded in the engine whose words are not timed (vLLM's per-request
+# stream_interval; `--stream-interval` still sets the least). Serving-loop CPU per audio second, 2-core CPU,
+# tiny model, 64 closed-loop HTTP streams: 1.8-2.0 ms at 1, 1.7 at 16 (benchmarks/RESULTS.md).
+UNTIMED_STREAM_INTERVAL = 16
+
+
 class Synthesizer:
     def __init__(
         self,
@@ -392,7 +398,13 @@ class Synthesizer:
 
         steps = 0
         route = PcmRoute(sink=self.sink, key=utterance_id, speed=speed)
-        async for step in self._engine.generate(prompt, request_id=utterance_id, deadline=due, pcm=route):
+        # Without word timings nothing here reads a step before the sentence ends (the PCM has its own
+        # channel): the engine's outputs come UNTIMED_STREAM_INTERVAL steps at a time, and the first and
+        # the last at once, as always.
+        interval = None if clock is not None else UNTIMED_STREAM_INTERVAL
+        async for step in self._engine.generate(
+            prompt, request_id=utterance_id, deadline=due, pcm=route, stream_interval=interval
+        ):
             steps += 1
             if clock is not None and (words := clock.step(step.pointer)):
                 pcm_queue.put_nowait(words)
