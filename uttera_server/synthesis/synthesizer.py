@@ -48,7 +48,8 @@ log = logging.getLogger(__name__)
 
 # Engine steps per output for a sentence vocoded in the engine whose words are not timed (vLLM's per-request
 # stream_interval; `--stream-interval` still sets the least). Serving-loop CPU per audio second, 2-core CPU,
-# tiny model, 64 closed-loop HTTP streams: 1.8-2.0 ms at 1, 1.7 at 16 (benchmarks/RESULTS.md).
+# tiny model, 64 closed-loop HTTP streams, 4 alternated rounds: 1.80-2.00 ms at 1, 1.52-1.70 at 16
+# (benchmarks/RESULTS.md, "Engine outputs of sentences whose words are not timed").
 UNTIMED_STREAM_INTERVAL = 16
 
 
