@@ -106,7 +106,7 @@ class Pipelines:
             if self.synth.vocoder_device != "cuda":
                 raise SystemExit(f"--device cuda: the Synthesizer's vocoder is on {self.synth.vocoder_device}")
             self.workers["c"] = self._cuda_worker(own_cuda_stream=False)
-        self.synth._worker = self.workers["d"]
+        self.synth._stage.worker = self.workers["d"]
         torch.manual_seed(a.seed)
 
     def _cuda_worker(self, own_cuda_stream: bool):
@@ -129,7 +129,7 @@ class Pipelines:
     async def close(self) -> None:
         if "c" in self.workers:
             self.workers["c"].close()
-        self.synth._worker = self.workers["d"]
+        self.synth._stage.worker = self.workers["d"]
         self.voc_pool.shutdown()
         self.seq_pool.shutdown()
         await self.synth.close()
@@ -235,7 +235,7 @@ class Pipelines:
 async def record_timeline(p: Pipelines, c: int, a, seconds: float = 4.0) -> dict:
     """(d) at concurrency c for `seconds`: engine step reports and vocoder batches, drawn to a PNG."""
     worker, stats = p.workers["d"], p.engine.stats
-    p.synth._worker = worker
+    p.synth._stage.worker = worker
     worker.trace, stats.step_trace = [], []
     await closed_loop(p.session_factory("d"), c, seconds, a.seed + 1)
     batches, steps = worker.trace, stats.step_trace
@@ -290,7 +290,7 @@ async def run(a) -> tuple[list[dict], dict]:
             if variant == "c" and a.device != "cuda":
                 continue
             if variant in "cd" and a.device == "cuda":
-                p.synth._worker = p.workers[variant]
+                p.synth._stage.worker = p.workers[variant]
             async with p.session_factory(variant)(0) as s:
                 for text in ("Warm up.", "A short warm up sentence, with a clause."):
                     await s.request(text, "warmup")
@@ -303,7 +303,7 @@ async def run(a) -> tuple[list[dict], dict]:
                     if variant == "c" and a.device != "cuda":
                         continue
                     if variant in "cd" and a.device == "cuda":
-                        p.synth._worker = p.workers[variant]
+                        p.synth._stage.worker = p.workers[variant]
                     st = p.engine.stats
                     n0, s0 = st.busy_steps, st.busy_step_s
                     recs, wall, _ = await closed_loop(

@@ -99,7 +99,7 @@ class EngineConfig:
         whose event loop is the limit under load on a GPU; the first vocoder chunk (two steps of
         frames) leaves at the same step, later frames reach the vocoder up to k - 1 steps later. With the
         vocoder in the engine, a sentence whose words are not timed takes at least 16
-        (synthesizer.UNTIMED_STREAM_INTERVAL): its outputs carry only pointers, which nothing reads before
+        (pcm_stage.UNTIMED_STREAM_INTERVAL): its outputs carry only pointers, which nothing reads before
         the sentence ends.
     vocoder_process: where the streaming vocoder runs. "engine": inside the engine's worker process,
         fed with each step's mel where the model computed it, its PCM sent to the serving process(es)

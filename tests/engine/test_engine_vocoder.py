@@ -404,7 +404,8 @@ async def test_untimed_sentences_take_few_engine_outputs_and_the_same_pcm(tiny_m
     """Vocoded in the engine, a stream without word timings asks vLLM for an output every
     UNTIMED_STREAM_INTERVAL steps (the PCM has its own channel); with timings, one per step. The audio is
     the same, and the timed stream still gets its words."""
-    from uttera_server.synthesis.synthesizer import UNTIMED_STREAM_INTERVAL, AudioChunk, Synthesizer, WordTimings
+    from uttera_server.synthesis.pcm_stage import UNTIMED_STREAM_INTERVAL
+    from uttera_server.synthesis.synthesizer import AudioChunk, Synthesizer, WordTimings
 
     text = "This sentence is long enough to take a good number of engine steps before it ends."
     synth = Synthesizer(

@@ -32,7 +32,7 @@ async def test_failure_before_the_first_hand_off_reaches_the_consumer(synth, mon
     def broken(utterance_id, deadline):
         raise RuntimeError("injected: no utterance")
 
-    monkeypatch.setattr(synth, "_open_utterance", broken)
+    monkeypatch.setattr(synth._stage, "open", broken)
     with pytest.raises(SynthesisFailed):
         await asyncio.wait_for(_drain(synth.stream("Hello there.")), scaled(30))
     monkeypatch.undo()

@@ -4,8 +4,9 @@ streams.
 
 `synthesizer.Synthesizer` is the implementation: the frontend (`uttera_server.frontend`) turns text into
 phoneme ids, `mel_engine.MelEngine` drives the patched vLLM (whose in-process code is
-`uttera_server.model`) for mel chunks, and `vocoder_worker` (or the engine's own vocoder, PCM arriving
-through `pcm_receiver`) turns them into audio; `speed` and `word_clock` are shared by both paths. The
+`uttera_server.model`) for mel chunks, and a `pcm_stage.PcmStage` turns each sentence into audio: a
+`vocoder_worker` in this process, or the engine's own vocoder, PCM arriving through `pcm_receiver`;
+`speed` and `word_clock` are shared by both paths. The
 HTTP and WebSocket code, the app, `serve` and the CLI are typed against `SpeechSynthesizer` only, so a
 test can drive the real app with a small stand-in (`tests/voice_agent/test_server_fault.py`).
 """

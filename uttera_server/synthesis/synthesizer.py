@@ -26,13 +26,13 @@ from .mel_engine import EngineClientSlot, EngineStats, MelEngine
 from ..errors import ConfigError, EngineNotReady, SynthesisFailed, UnknownVoice
 from ..model_dir import VoiceModelConfig
 from ..speech_params import check_speed, check_text, resolve_voice
-from .speed import MelTimeScale, scaled_frames
 from .deadline import PlaybackDeadline
-from .placement import check_vocoder, start_vocoder_worker, vocoder_device, vocoder_process
+from .placement import check_vocoder, vocoder_device, vocoder_process
 from ..audio.pcm import to_int16
 from . import DEFAULT_VOICE, AudioChunk, VoiceInfo, WordTimings
 from .voices import accepted_voices, served_voices, voice_prompt
 from .pcm_queue import PcmQueue
+from .pcm_stage import EngineVocoded, PcmStage, VocodedHere
 from .sentences import first_and_later, sentence_stream
 from .word_clock import SentenceWordClock, WordTiming
 
@@ -40,17 +40,9 @@ if TYPE_CHECKING:
     from vllm.engine.arg_utils import AsyncEngineArgs
 
     from ..frontend.prepare import Sentence
-    from .pcm_receiver import PcmReceiver
     from .vocoder_worker import VocoderWorker
 
 log = logging.getLogger(__name__)
-
-
-# Engine steps per output for a sentence vocoded in the engine whose words are not timed (vLLM's per-request
-# stream_interval; `--stream-interval` still sets the least). Serving-loop CPU per audio second, 2-core CPU,
-# tiny model, 64 closed-loop HTTP streams, 4 alternated rounds: 1.80-2.00 ms at 1, 1.52-1.70 at 16
-# (benchmarks/RESULTS.md, "Engine outputs of sentences whose words are not timed").
-UNTIMED_STREAM_INTERVAL = 16
 
 
 class Synthesizer:
@@ -91,7 +83,7 @@ class Synthesizer:
         self.vocoder_process = vocoder_process(engine.vocoder_process, self.vocoder_device, engine.vocoder)
         engine_vocoder = None
         self.sink = client.index if client is not None else 0
-        self._receiver: PcmReceiver | None = None
+        self._stage: PcmStage = VocodedHere(self.model.path, engine, self.vocoder_device)
         self._warm = False  # the warm-up utterance went through: `is_ready()` from then on
         if self.vocoder_process == "engine":
             from engine_patches.engine_vocoder import EngineVocoderConfig
@@ -107,8 +99,8 @@ class Synthesizer:
                 vocoder=engine.vocoder,
                 max_utterances=engine.max_num_seqs,
             )
+            self._stage = EngineVocoded(self.sink_base, self.sink, self.model.frames_per_step)
         self._engine = MelEngine(self.model, engine, engine_vocoder=engine_vocoder, client=client)
-        self._worker: VocoderWorker | None = None
         self._ids = itertools.count()
 
     # --- lifecycle ---
@@ -118,16 +110,7 @@ class Synthesizer:
         c = self.engine_config
         if c.switch_interval_ms is not None:
             sys.setswitchinterval(c.switch_interval_ms / 1000.0)  # see EngineConfig.switch_interval_ms
-        if self.vocoder_process == "engine":
-            from .pcm_receiver import PcmReceiver
-
-            self._receiver = PcmReceiver(self.sink_base, self.sink)  # bound before any request
-            self._receiver.start()
-            described = "in the engine's worker"
-        else:
-            self._worker, described = await start_vocoder_worker(
-                self.model.path, self.engine_config, self.vocoder_device
-            )
+        await self._stage.start()
         frontend.prepare("Warm up.")  # loads espeak-ng data before the first request
         await asyncio.to_thread(self._engine.start)
         # One short utterance through the whole path, so the first client does not pay for cold
@@ -141,18 +124,13 @@ class Synthesizer:
             "engine ready: model %s (%s), vocoder %s, %s scheduling, GIL switch interval %.2f ms",
             self.model.path,
             self.model_id,
-            described,
+            self._stage.described,
             c.scheduling,
             1000 * sys.getswitchinterval(),
         )
 
     async def close(self) -> None:
-        if self._worker is not None:
-            self._worker.close()
-            self._worker = None
-        if self._receiver is not None:
-            await self._receiver.close()
-            self._receiver = None
+        await self._stage.close()
         await asyncio.to_thread(self._engine.shutdown)
 
     def is_ready(self) -> bool:
@@ -160,19 +138,12 @@ class Synthesizer:
 
     def _serving(self) -> bool:
         """The engine and the stage that makes its PCM are up (the warm-up's own check)."""
-        if not self._engine.started or self._engine.failed:
-            return False
-        if self.vocoder_process == "engine":
-            return self._receiver is not None and self._receiver.alive
-        return self._worker is not None and self._worker.error is None
+        return self._engine.started and not self._engine.failed and self._stage.up
 
     def is_failed(self) -> bool:
         """The engine died, or the stage that turns its output into PCM did (the vocoder worker in this
         process, or the PCM channel from the engine's worker): neither restarts."""
-        if self._engine.failed:
-            return True
-        stage = self._receiver if self.vocoder_process == "engine" else self._worker
-        return stage is not None and stage.error is not None
+        return self._engine.failed or self._stage.error is not None
 
     def engine_args(self) -> "AsyncEngineArgs":
         """The vLLM engine arguments this synthesizer starts (or joins) its engine with."""
@@ -183,7 +154,7 @@ class Synthesizer:
 
     @property
     def vocoder_worker(self) -> "VocoderWorker | None":
-        return self._worker
+        return self._stage.worker
 
     # --- requests ---
     def validate(self, text: str, voice: str | VoiceInfo, speed: float) -> VoiceInfo:
@@ -287,21 +258,7 @@ class Synthesizer:
             if not later.cancel() and not later.cancelled():  # done: its thread finishes on its own otherwise
                 later.exception()  # retrieved (the producer raised it already, if any)
             for utterance_id in opened:
-                self._drop_utterance(utterance_id)
-
-    def _open_utterance(self, utterance_id: str, deadline: float) -> PcmQueue:
-        """The queue of one utterance's PCM, from the PCM channel or this process's vocoder worker."""
-        if self._receiver is not None:
-            return self._receiver.open(utterance_id)
-        assert self._worker is not None  # one of the two stages runs once started
-        queue: PcmQueue = self._worker.open(utterance_id, deadline=deadline)
-        return queue
-
-    def _drop_utterance(self, utterance_id: str) -> None:
-        if self._receiver is not None:
-            self._receiver.drop(utterance_id)
-        elif self._worker is not None:
-            self._worker.cancel(utterance_id)
+                self._stage.drop(utterance_id)
 
     async def _produce(
         self,
@@ -334,20 +291,16 @@ class Synthesizer:
                         await asyncio.sleep(ahead - max_lead)
                 utterance_id = f"{request_id}-{index}-{next(self._ids)}"  # also its engine request id
                 due = deadline.at()
-                pcm_queue = self._open_utterance(utterance_id, due)
+                pcm_queue = self._stage.open(utterance_id, due)
                 opened.append(utterance_id)
                 handoff.put_nowait((index, pcm_queue))
                 clock = SentenceWordClock(sentence.phoneme_words, sentence.words, step_ms) if with_timestamps else None
                 prompt = voice_prompt(sentence.phoneme_ids, voice_token)
-                if self._receiver is not None:
-                    frames_out = await self._engine_vocoded(prompt, utterance_id, due, speed, clock, pcm_queue)
-                else:
-                    frames_out = await self._vocoded_here(prompt, utterance_id, due, speed, clock, pcm_queue)
+                frames_out = await self._stage.speak(self._engine, prompt, utterance_id, due, speed, clock, pcm_queue)
                 deadline.generated_s += frames_out * m.frame_ms / 1000.0
                 if clock is not None and (words := clock.finish(frames_out * m.frame_ms)):
                     pcm_queue.put_nowait(words)
-                if self._worker is not None and self._receiver is None:
-                    self._worker.finish(utterance_id)
+                self._stage.finish(utterance_id)
                 pcm_queue = None  # a failure getting the next sentence goes to the hand-off queue
             handoff.put_nowait(None)
         except asyncio.CancelledError:
@@ -355,58 +308,3 @@ class Synthesizer:
         except Exception as e:
             log.exception("engine request %s failed", request_id)
             (pcm_queue if pcm_queue is not None else handoff).put_nowait(e)
-
-    async def _vocoded_here(
-        self,
-        prompt: list[int],
-        utterance_id: str,
-        due: float,
-        speed: float,
-        clock: SentenceWordClock | None,
-        pcm_queue: PcmQueue,
-    ) -> int:
-        """One sentence's mel (`prompt`: its voice_prompt) from the engine into this process's
-        VocoderWorker; returns its frames."""
-        assert self._worker is not None  # vocoder_process == "frontend"
-        scale = MelTimeScale(speed)
-        frames_out = 0
-        async for step in self._engine.generate(prompt, request_id=utterance_id, deadline=due):
-            if clock is not None and (words := clock.step(step.pointer)):
-                pcm_queue.put_nowait(words)
-            assert step.mel is not None  # the engine sends mel when the vocoder runs here
-            frames = scale.push(step.mel)
-            if frames.shape[0]:
-                frames_out += frames.shape[0]
-                self._worker.push(utterance_id, frames)
-        tail = scale.flush()
-        if tail.size:
-            frames_out += tail.shape[0]
-            self._worker.push(utterance_id, tail)
-        return frames_out
-
-    async def _engine_vocoded(
-        self,
-        prompt: list[int],
-        utterance_id: str,
-        due: float,
-        speed: float,
-        clock: SentenceWordClock | None,
-        pcm_queue: PcmQueue,
-    ) -> int:
-        """One sentence (`prompt`: its voice_prompt) vocoded in the engine: PCM reaches `pcm_queue` from
-        the PCM channel; here only the pointers (word timings) go by. Returns the sentence's frames after the speed change."""
-        from engine_patches.pcm_wire import PcmRoute
-
-        steps = 0
-        route = PcmRoute(sink=self.sink, key=utterance_id, speed=speed)
-        # Without word timings nothing here reads a step before the sentence ends (the PCM has its own
-        # channel): the engine's outputs come UNTIMED_STREAM_INTERVAL steps at a time, and the first and
-        # the last at once, as always.
-        interval = None if clock is not None else UNTIMED_STREAM_INTERVAL
-        async for step in self._engine.generate(
-            prompt, request_id=utterance_id, deadline=due, pcm=route, stream_interval=interval
-        ):
-            steps += 1
-            if clock is not None and (words := clock.step(step.pointer)):
-                pcm_queue.put_nowait(words)
-        return scaled_frames(steps * self.model.frames_per_step, speed)
