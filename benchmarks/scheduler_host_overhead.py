@@ -24,7 +24,8 @@ from vllm import SamplingParams
 from vllm.engine.arg_utils import EngineArgs
 from vllm.v1.core.kv_cache_manager import KVCacheManager
 from vllm.v1.core.sched.scheduler import Scheduler
-from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+from vllm.config import VllmConfig
+from vllm.v1.kv_cache_interface import AttentionSpec, FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
 from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request
 from vllm.v1.structured_output import StructuredOutputManager
@@ -37,18 +38,29 @@ BLOCK = 16
 MAX_LEN = 2048
 
 
+def engine_config(model: Path, rows: int, max_len: int = MAX_LEN, batched_tokens: int = 8192) -> VllmConfig:
+    """vLLM's config for `model` as the server runs it (no prefix caching, no tokenizer)."""
+    args = EngineArgs(
+        model=str(model), max_num_seqs=rows, max_num_batched_tokens=max(rows, batched_tokens),
+        enable_prefix_caching=False, max_model_len=max_len, skip_tokenizer_init=True,
+    )  # fmt: skip
+    return args.create_engine_config()
+
+
+def scheduler(
+    config: VllmConfig, num_blocks: int, spec: AttentionSpec | None = None, kind: type[Scheduler] = Scheduler
+) -> Scheduler:
+    """vLLM's `kind` of scheduler over a pool of `num_blocks` blocks in one KV group (full attention by
+    default), no model behind it."""
+    config.cache_config.num_gpu_blocks = num_blocks
+    spec = spec or FullAttentionSpec(block_size=BLOCK, num_kv_heads=2, head_size=64, dtype=torch.float16)
+    kv = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["l0"], spec)])
+    return kind(config, kv, StructuredOutputManager(config), block_size=BLOCK)
+
+
 def decoding_scheduler(model: Path, rows: int) -> Scheduler:
     """A scheduler with `rows` requests (37-token prompts) admitted and past their prefill."""
-    args = EngineArgs(
-        model=str(model), max_num_seqs=rows, max_num_batched_tokens=max(rows, 8192), enable_prefix_caching=False,
-        max_model_len=MAX_LEN, skip_tokenizer_init=True,
-    )  # fmt: skip
-    config = args.create_engine_config()
-    blocks = rows * MAX_LEN // BLOCK + 16
-    config.cache_config.num_gpu_blocks = blocks
-    spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=2, head_size=64, dtype=torch.float16)
-    kv = KVCacheConfig(num_blocks=blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["l0"], spec)])
-    s = Scheduler(config, kv, StructuredOutputManager(config), block_size=BLOCK)
+    s = scheduler(engine_config(model, rows), rows * MAX_LEN // BLOCK + 16)
     params = SamplingParams(max_tokens=MAX_LEN - 64, ignore_eos=True)
     for i in range(rows):
         s.add_request(Request(f"r{i}", list(range(3, 40)), params, None))

@@ -26,7 +26,6 @@ from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
 from vllm.v1.request import Request, RequestStatus
 
 _MARK = "_uttera_patched"
-_STOCK = "_uttera_stock_allocate_slots"  # the stock method, kept for benchmarks and tests
 _ELIGIBLE = "_uttera_decode_shortcut"  # per manager: (req_to_blocks, block_size) or None
 
 
@@ -53,12 +52,12 @@ def decode_shortcut(manager: KVCacheManager) -> tuple[dict[str, list[Any]], int]
     return found
 
 
+_stock: Any = None  # vLLM's method once patched, called (by module lookup) for everything the shortcut leaves
+
+
 def stock_allocate_slots() -> Any:
-    """The stock `KVCacheManager.allocate_slots` (before or after `patch()`)."""
-    return getattr(KVCacheManager, _STOCK, KVCacheManager.allocate_slots)
-
-
-_stock: Any = None  # the stock method, called (by module lookup) for everything the shortcut leaves
+    """vLLM's own `KVCacheManager.allocate_slots` (before or after `patch()`)."""
+    return _stock or KVCacheManager.allocate_slots
 
 
 def patch() -> None:
@@ -117,6 +116,5 @@ def patch() -> None:
         )
         return result
 
-    setattr(KVCacheManager, _STOCK, _stock)
     KVCacheManager.allocate_slots = allocate_slots  # type: ignore[method-assign]  # the patch itself
     setattr(KVCacheManager, _MARK, True)

@@ -11,34 +11,23 @@ import random
 import pytest
 import torch
 from vllm import SamplingParams
-from vllm.engine.arg_utils import EngineArgs
 from vllm.v1.core.kv_cache_manager import KVCacheManager
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
-from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, SlidingWindowSpec
+from vllm.v1.kv_cache_interface import SlidingWindowSpec
 from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
-from vllm.v1.structured_output import StructuredOutputManager
 
+from benchmarks import scheduler_host_overhead
 from engine_patches import kv_slots
 
-BLOCK = 16
+scheduler = scheduler_host_overhead.scheduler
+BLOCK = scheduler_host_overhead.BLOCK
 
 
 @pytest.fixture(scope="module")
 def engine_config(tiny_model_dir):
-    args = EngineArgs(
-        model=str(tiny_model_dir), max_num_seqs=32, max_num_batched_tokens=512, enable_prefix_caching=False,
-        max_model_len=512, skip_tokenizer_init=True,
-    )  # fmt: skip
-    return args.create_engine_config()
-
-
-def scheduler(engine_config, num_blocks: int, spec=None, kind: type[Scheduler] = Scheduler) -> Scheduler:
-    engine_config.cache_config.num_gpu_blocks = num_blocks
-    spec = spec or FullAttentionSpec(block_size=BLOCK, num_kv_heads=2, head_size=64, dtype=torch.float16)
-    config = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["l0"], spec)])
-    return kind(engine_config, config, StructuredOutputManager(engine_config), block_size=BLOCK)
+    return scheduler_host_overhead.engine_config(tiny_model_dir, rows=32, max_len=512, batched_tokens=512)
 
 
 def snapshot(out) -> tuple:
