@@ -12,9 +12,10 @@ between two runs of 40 sentences hides most of what pairing shows.
 
 import argparse
 import json
-import math
 from pathlib import Path
 from typing import Any
+
+from benchmarks.stats import paired_difference
 
 # (label, row key, higher is better)
 JUDGES = (
@@ -29,15 +30,10 @@ SCALE = {"ours_wer_spoken": 100.0}  # WER as percentage points
 
 
 def paired(a: list[float], b: list[float], higher_is_better: bool | None) -> dict[str, Any]:
-    """B − A over equal-length lists: mean, standard error, and how many of B are better."""
-    d = [y - x for x, y in zip(a, b, strict=True)]
-    n = len(d)
-    mean = sum(d) / n if n else math.nan
-    se = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n) if n > 1 else math.nan
-    better = None
-    if higher_is_better is not None:
-        better = sum(1 for x in d if (x > 0 if higher_is_better else x < 0))
-    return {"n": n, "mean": mean, "se": se, "b_better": better}
+    """B − A over equal-length lists: mean, standard error, and how many of B are better (None: no side)."""
+    diff = paired_difference(a, b)
+    better = None if higher_is_better is None else diff["higher" if higher_is_better else "lower"]
+    return {"n": diff["n"], "mean": diff["mean"], "se": diff["se"], "b_better": better}
 
 
 def compare(a_rows: dict[str, list[dict]], b_rows: dict[str, list[dict]]) -> dict[str, Any]:

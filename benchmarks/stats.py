@@ -1,5 +1,6 @@
 """Summaries of a run's `RequestRecord`s (pure): latency percentiles, underruns, throughput."""
 
+import math
 from collections import Counter
 
 from benchmarks.playback import RequestRecord, playback
@@ -83,3 +84,12 @@ def by_kind(records: list[RequestRecord]) -> dict:
             "underruns": sum(playback(r).underruns for r in rs),
         }
     return out
+
+
+def paired_difference(a: list[float], b: list[float]) -> dict:
+    """B − A over paired values: n, mean, its standard error (0 for one pair), how many are higher and lower."""
+    d = [y - x for x, y in zip(a, b, strict=True)]
+    n = len(d)
+    mean = sum(d) / n if n else math.nan
+    se = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n) if n > 1 else 0.0
+    return {"n": n, "mean": mean, "se": se, "higher": sum(x > 0 for x in d), "lower": sum(x < 0 for x in d)}

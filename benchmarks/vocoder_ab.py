@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import machine
+from benchmarks.stats import paired_difference
 from benchmarks.naturalness_stages import _serve, judge
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,13 +126,11 @@ def paired(rows_by_name: Mapping[str, Mapping[int, dict]], name: str, reference:
     """Per judge: mean and standard error of `name − reference` over the clips both have, and how many are higher."""
     out = {}
     for j in JUDGES:
-        d = [rows_by_name[name][i][j] - rows_by_name[reference][i][j] for i in rows_by_name[reference]]
-        out[j] = {
-            "mean": float(np.mean(d)),
-            "se": float(np.std(d, ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0,
-            "higher": int(sum(x > 0 for x in d)),
-            "n": len(d),
-        }
+        clips = list(rows_by_name[reference])
+        diff = paired_difference(
+            [rows_by_name[reference][i][j] for i in clips], [rows_by_name[name][i][j] for i in clips]
+        )
+        out[j] = {k: diff[k] for k in ("mean", "se", "higher", "n")}
     return out
 
 
