@@ -57,6 +57,8 @@
 #                                            once the engine is up (default) vs not (uttera_server/heap.py)
 #   bash benchmarks/gpu_suite.sh firstchunk  paced listeners A/B with 4 engine cores and today's CUDA defaults, N = 1024: first
 #                                            vocoder chunk of 8 frames (default) vs 16 (a new stream's buffer doubled)
+#   bash benchmarks/gpu_suite.sh cores       closed loop A/B, C = 1,024, 20 s levels: 4 engine cores + 4 serving processes vs
+#                                            6 + 6 (the 16-core host was 40 % idle with every one of the 4 + 4 busy)
 #   bash benchmarks/gpu_suite.sh hifiganpass HiFi-GAN UNIVERSAL's windowed pass alone: fp32/bf16/fp16, eager vs CUDA graph
 #   bash benchmarks/gpu_suite.sh dp          closed loop A/B: 1, 2, 4 engine cores on the one GPU (--data-parallel-size,
 #                                            engine_patches/shared_gpu.py), 4 serving processes, KV 12 GiB per engine,
@@ -292,11 +294,16 @@ firstchunk) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-me
 unipaced) ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((8 << 30)) --api-servers 4 --data-parallel-size 4 --max-lead-s 2 --no-async-scheduling ${EXTRA:-}" \
           LOAD_ARGS="--mode paced --ramp-s 10 --stream-chars 600 --ttfa-budget-ms 250 --warmup 2" \
           ab unipaced 1024 "mp=--distributed-executor-backend mp" "uni=--distributed-executor-backend uni" ;;
+cores)    # the closed-loop ceiling when every engine core and serving process is at ~100 % of a core and 40 % of
+          # the host idle (2026-12-07 evening): more of both on the same GPU; 20 s levels, top at the plateau
+          ARGS="--max-num-seqs 1024 --gpu-memory-utilization 0.2 --kv-cache-memory-bytes $((${KV_GIB:-8} << 30)) ${EXTRA:-}" \
+          DUR=${DUR_FPS:-20} TOP_AT=${TOP_AT:-14} \
+          ab cores 1024 "dp4=--api-servers 4 --data-parallel-size 4" "dp6=--api-servers 6 --data-parallel-size 6" ;;
 hifiganpass) run $PY -m benchmarks.hifigan_pass --batches "${SWEEP:-16,64,256}" --rounds "${ROUNDS:-3}" \
           --out "$OUT/hifigan_pass_${CARD}.json" ;;
 arch)     ab arch 64,256,1024 "old=--api-servers 1 --vocoder-process frontend" \
                               "new=--api-servers ${API_SERVERS:-4} --vocoder-process engine" ;;
-*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|plaingraphs|graphsdp|profile|asyncdp|pacedab|pacedprof|graphspaced|hifigan|uniexec|unipaced|heap|firstchunk|hifiganpass|arch|dp|fps" >&2; exit 2 ;;
+*) echo "usage: $0 check|install|smoke|default|large|baselines|convoy|switch|driver|graphs|interval|pacing|plain|paced|evcheck|async|plainasync|plaingraphs|graphsdp|profile|asyncdp|pacedab|pacedprof|graphspaced|hifigan|uniexec|unipaced|heap|firstchunk|hifiganpass|arch|dp|fps|cores" >&2; exit 2 ;;
 esac
 gzip -f "$OUT"/*.server.log 2>/dev/null  # not the caller's own log, which may still be open
 ls -la "$OUT"
