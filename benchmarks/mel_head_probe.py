@@ -16,7 +16,14 @@ train on TRAIN_FEAT's rows for the same steps with the same seed (Adam, L1):
   so would emit each step's frames one step late (the half-step shift of `benchmarks/RESULTS.md`), and
   an engine serving it would keep each row's previous state;
 - `late`: the head on the next step's state alone (no state kept between steps: the mel of a step's
-  position is the previous step's frames).
+  position is the previous step's frames);
+- `delta`: the head as it is (as `plain`), its loss plus `DELTA_WEIGHT` x L1 between the predicted and the
+  teacher's frame-to-frame differences inside the step: a loss on the movement the served mel lacks
+  (`benchmarks/RESULTS.md`, "Is the acoustic model's mel over-smoothed?"), which L1 on frames alone
+  averages away. An L1 on differences is won by their median, so this head moves less than `plain`;
+- `movement`: as `plain`, its loss plus `DELTA_WEIGHT` x the gap, per mel bin, between the batch's mean
+  |frame-to-frame difference| inside the step, predicted and the teacher's (a match of the movement's
+  amount, not of each difference).
 Judged on EVAL_FEAT (held out), with the model's head untrained (`as is`) for reference: mean |log-mel -
 teacher's| over all frames, by place in the step, and by place split into frames that voice the step's
 own phoneme and frames past a phoneme change inside the step (`benchmarks.mel_step_position`).
@@ -94,7 +101,8 @@ def collect(model: UtteraTTS, feat_dir: Path, voice_token: int | None, batch: in
     )
 
 
-VARIANTS = ("plain", "next", "shift", "late")
+VARIANTS = ("plain", "next", "shift", "late", "delta", "movement")
+DELTA_WEIGHT = 1.0
 
 
 def inputs(rows: Rows, variant: str) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -104,6 +112,8 @@ def inputs(rows: Rows, variant: str) -> tuple[torch.Tensor, torch.Tensor | None]
         "next": (rows.hidden, rows.next_embedding),
         "shift": (rows.hidden, rows.next_hidden),
         "late": (rows.next_hidden, None),
+        "delta": (rows.hidden, None),
+        "movement": (rows.hidden, None),
     }[variant]
 
 
@@ -134,11 +144,18 @@ def train(
         total = 0.0
         for i in range(0, n, batch):
             idx = order[i : i + batch]
-            loss = (head(state[idx], None if beside is None else beside[idx]) - rows.target[idx]).abs().mean()
+            pred, target = head(state[idx], None if beside is None else beside[idx]), rows.target[idx]
+            l1 = (pred - target).abs().mean()
+            loss = l1
+            if variant == "delta":
+                loss = l1 + DELTA_WEIGHT * (pred.diff(dim=1) - target.diff(dim=1)).abs().mean()
+            elif variant == "movement":
+                moved, teacher_moved = (x.diff(dim=1).abs().mean(dim=(0, 1)) for x in (pred, target))
+                loss = l1 + DELTA_WEIGHT * (moved - teacher_moved).abs().mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
-            total += loss.item() * len(idx)
+            total += l1.item() * len(idx)
         losses.append(total / n)
     return losses
 
@@ -152,6 +169,7 @@ def judge(chunks: torch.Tensor, rows: Rows, r: int) -> dict:
     mean, positions = by_position(rows.frames, predicted, r)
     return {
         "l1": mean,
+        "movement": chunks.diff(dim=1).abs().mean().item(),  # mean |frame-to-frame difference| in a step
         "l1_by_position": positions,
         "by_phoneme": by_position_and_phoneme(rows.frames, predicted, rows.durations, r),
     }
@@ -248,6 +266,8 @@ def main() -> None:
           f"{eval_rows.hidden.shape[0]} ({len(eval_rows.counts)} utterances); {r} frames a step", flush=True)  # fmt: skip
     heads = {"as is": (new_head(model, False), "plain")}
     results = {"as is": {"train_l1": None, **judge(predict(heads["as is"][0], eval_rows, "plain"), eval_rows, r)}}
+    teacher_movement = eval_rows.target.float().diff(dim=1).abs().mean().item()
+    print(f"teacher's movement in a step (mean |frame-to-frame difference|): {teacher_movement:.3f}")
     for variant in a.variants.split(","):
         head = new_head(model, inputs(train_rows, variant)[1] is not None)
         losses = train(head, train_rows, variant, a.epochs, a.seed, a.lr)
@@ -255,7 +275,8 @@ def main() -> None:
         heads[variant] = (head, variant)
     for name, res in results.items():
         split = res["by_phoneme"]
-        print(f"{name:>6}  eval l1 {res['l1']:.3f}  by place " + " ".join(f"{x:.3f}" for x in res["l1_by_position"]))
+        print(f"{name:>6}  eval l1 {res['l1']:.3f}  movement {res['movement']:.3f}  by place "
+              + " ".join(f"{x:.3f}" for x in res["l1_by_position"]))  # fmt: skip
         print(f"{'':>6}  same phoneme      " + " ".join(f"{x:.3f}" for x in split["same"]))
         print(f"{'':>6}  past a change     " + " ".join(f"{x:.3f}" for x in split["changed"]), flush=True)
     listened = None
@@ -273,6 +294,7 @@ def main() -> None:
                 "command": machine.command(),
                 "machine": machine.describe(),
                 "frames_per_step": r,
+                "teacher_movement": teacher_movement,
                 "results": results,
                 "listened": listened,
             },

@@ -295,6 +295,32 @@ def test_mel_head_probe_heads_start_as_the_models_and_learn():
     assert not torch.equal(shift.next_proj.weight, nxt.next_proj.weight)  # each learns from its own input
     res = judge(predict(nxt, rows, "next"), rows, 4)
     assert len(res["l1_by_position"]) == 4 and res["by_phoneme"]["changed_share"][0] == 0.0
+    assert res["movement"] == predict(nxt, rows, "next").diff(dim=1).abs().mean().item()
+
+
+def test_mel_head_probe_movement_loss_restores_the_targets_movement():
+    """On noisy targets an L1 head draws their mean and moves little inside a step; the `movement` head is
+    also held to the targets' amount of frame-to-frame change, and reaches it."""
+    import torch
+
+    from benchmarks.mel_head_probe import Rows, new_head, predict, train
+    from training.model import AcousticConfig, UtteraTTS
+
+    torch.manual_seed(0)
+    c = AcousticConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                       head_dim=16, intermediate_size=64, max_phonemes=64, n_mels=8, frames_per_step=4)  # fmt: skip
+    n = 512
+    hidden = torch.randn(n, 32)
+    target = (hidden[:, :8].unsqueeze(1) + torch.randn(n, 4, 8)).detach()  # predictable level, noisy frames
+    rows = Rows(hidden, hidden, hidden, target, [n], [np.zeros((4 * n, 8), np.float32)], [np.array([4 * n])])
+    moved = {}
+    for variant in ("plain", "movement"):
+        head = new_head(UtteraTTS(c), False)
+        train(head, rows, variant, epochs=60, seed=0, lr=3e-3)
+        moved[variant] = predict(head, rows, variant).diff(dim=1).abs().mean().item()
+    teacher = target.diff(dim=1).abs().mean().item()
+    assert moved["plain"] < 0.5 * teacher
+    assert abs(moved["movement"] - teacher) < 0.15 * teacher
 
 
 def test_envs_cache_times_the_stats_update_both_ways(monkeypatch):
