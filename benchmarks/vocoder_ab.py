@@ -2,7 +2,7 @@
 
     python -m benchmarks.vocoder_ab --judges-python /tmp/judges/bin/python \\
         --vocoder shipped=voices/default/vocoder --vocoder new=PATH [--vocoder universal=hifigan-universal] \\
-        [--voices joe,heart] [--limit 40] [--seed 0] [--model voices/default] [--mel served|teacher] \\
+        [--voices joe,heart] [--limit 40] [--seed 0] [--model [NAME=]voices/default ...] [--mel served|teacher] \\
         [--pair NAME,REFERENCE ...] [--out benchmarks/results/X.json]
 
 A vocoder is `NAME=SOURCE[:dc=K][:nyquist=K][:gain_db=G][:sharpen=K]`: SOURCE is a directory with `config.json` +
@@ -15,6 +15,10 @@ smoothing along time) on speech frames (mean log-mel > -8) before the vocoder (a
 frame-to-frame detail the acoustic model loses, RESULTS.md "Is the acoustic model's mel over-smoothed?"). The edge bins' section of benchmarks/RESULTS.md is `--vocoder none=voices/default/vocoder:nyquist=1
 --vocoder nyquist=voices/default/vocoder --vocoder dc+nyquist=voices/default/vocoder:dc=0`. The first one is the reference
 of the paired differences; `--pair NAME,REFERENCE` adds others.
+
+Several acoustic models: `--model NAME=DIR` more than once. Every model's mel goes through every vocoder,
+each clip named `MODEL/VOCODER` (`r4/shipped`, `r8/universal`), the first such pair the reference; `--pair`
+takes these names, so one run tells whether two models' gap depends on the vocoder (paired per sentence).
 
 Sentences: the seeded held-out sample of `naturalness_stages.py` (`quality.select`). Per voice, the served
 model's own mel of each sentence (the mel the server's vocoder got, tapped as `naturalness_stages._serve`
@@ -134,30 +138,42 @@ def paired(rows_by_name: Mapping[str, Mapping[int, dict]], name: str, reference:
     return out
 
 
+def clip_name(model: str, vocoder: str) -> str:
+    """A clip's name: the vocoder's, or `MODEL/VOCODER` when several models are compared (model named)."""
+    return f"{model}/{vocoder}" if model else vocoder
+
+
 def compare(
-    mels: Mapping[str, list],
+    mels: Mapping[str, Mapping[str, list]],
     indices: list[int],
     vocoders: Mapping[str, Callable],
     sr: int,
     judges_python: str,
     pairs: list[tuple[str, str]] | None = None,
 ) -> tuple[dict, list[str]]:
-    """Every voice's mels through every vocoder, judged in one pass; returns (summary, markdown table lines)."""
+    """Every voice's mels (per model: `{voice: {model: [mel, ...]}}`, model "" when there is one) through
+    every vocoder, judged in one pass; returns (summary, markdown table lines)."""
     import torch
 
     work = Path(tempfile.mkdtemp(prefix="vocoder_ab_"))
     manifest: list[dict] = []
     rows: list[dict] = []
+    names: list[str] = []
     with torch.inference_mode():
-        for voice, voice_mels in mels.items():
-            for n, mel in enumerate(voice_mels):
-                for name, net in vocoders.items():
-                    x = net(mel[None].float())[0].numpy().astype(np.float32)
-                    key = f"{voice}|{name}|{indices[n]}"
-                    path = work / f"{len(manifest):04d}.npy"
-                    np.save(path, x)
-                    manifest.append({"key": key, "path": str(path), "sr": sr})
-                    rows.append({"key": key, "voice": voice, "name": name, "index": indices[n], **band_shares(x, sr)})
+        for voice, by_model in mels.items():
+            for model, voice_mels in by_model.items():
+                for n, mel in enumerate(voice_mels):
+                    for vocoder, net in vocoders.items():
+                        name = clip_name(model, vocoder)
+                        names += [name] if name not in names else []
+                        x = net(mel[None].float())[0].numpy().astype(np.float32)
+                        key = f"{voice}|{name}|{indices[n]}"
+                        path = work / f"{len(manifest):04d}.npy"
+                        np.save(path, x)
+                        manifest.append({"key": key, "path": str(path), "sr": sr})
+                        rows.append(
+                            {"key": key, "voice": voice, "name": name, "index": indices[n], **band_shares(x, sr)}
+                        )
     print(f"judging {len(manifest)} clips (in {work})", flush=True)
     scores = {s["key"]: s for s in judge(judges_python, manifest, work)}
     for row in rows:
@@ -166,7 +182,6 @@ def compare(
     summary: dict = {}
     head = "| voice | vocoder | energy < 20 Hz | energy > 10.5 kHz | RMS / peak dBFS | " + " | ".join(JUDGES) + " |"
     table = [head, "|" + " --- |" * (5 + len(JUDGES))]
-    names = list(vocoders)
     for voice in mels:
         by = {name: {r["index"]: r for r in rows if r["voice"] == voice and r["name"] == name} for name in names}
         for name, rs in by.items():
@@ -195,12 +210,19 @@ def sample(sentences: Path, limit: int, seed: int) -> tuple[list[int], list[str]
     return idx, [all_lines[i] for i in idx]
 
 
-def served_mels(model: Path, sentences: Path, limit: int, seed: int, voices: list[str]) -> tuple[list[int], dict]:
-    """The seeded held-out sample's indices and, per voice, the served model's mel `(80, T)` of each sentence."""
+def served_mels(
+    models: Mapping[str, Path], sentences: Path, limit: int, seed: int, voices: list[str]
+) -> tuple[list[int], dict]:
+    """The seeded held-out sample's indices and, per voice and model, the served model's mel `(80, T)` of
+    each sentence."""
     import torch
 
     idx, lines = sample(sentences, limit, seed)
-    mels = {v: [torch.from_numpy(m.T.copy()) for m in asyncio.run(_serve(model, lines, voice=v))[1]] for v in voices}
+    mels = {
+        v: {name: [torch.from_numpy(m.T.copy()) for m in asyncio.run(_serve(model, lines, voice=v))[1]]
+            for name, model in models.items()}
+        for v in voices
+    }  # fmt: skip
     return idx, mels
 
 
@@ -217,7 +239,7 @@ def teacher_mels(model: Path, sentences: Path, limit: int, seed: int) -> tuple[l
     mel_fn = MelSpectrogram(VocoderConfig.load(model / "vocoder" / "config.json"))
     with torch.inference_mode():
         mels = [mel_fn(torch.from_numpy(x)) for x in teacher_clips(lines)]
-    return idx, {"joe": mels}
+    return idx, {"joe": {"": mels}}
 
 
 def main() -> None:
@@ -226,21 +248,33 @@ def main() -> None:
     p.add_argument("--sentences", type=Path, default=ROOT / "training" / "eval_sentences.txt")
     p.add_argument("--limit", type=int, default=40)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--model", type=Path, default=ROOT / "voices" / "default")
+    p.add_argument(
+        "--model", action="append", default=[], help="[NAME=]DIR; named, and more than once, to compare models"
+    )
     p.add_argument("--voices", default="joe,heart")
     p.add_argument("--mel", choices=("served", "teacher"), default="served")
     p.add_argument("--pair", action="append", default=[], help="NAME,REFERENCE: one more paired difference")
     p.add_argument("--judges-python", required=True)
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "vocoder_ab.json")
     a = p.parse_args()
-    specs = dict(v.split("=", 1) for v in a.vocoder)
-    if len(specs) < 2 or any(not k or not s for k, s in specs.items()):
-        p.error("give at least two --vocoder NAME=SOURCE with distinct names")
+    specs = dict(v.split("=", 1) if "=" in v else ("", v) for v in a.vocoder)
+    models = dict(m.split("=", 1) if "=" in m else ("", m) for m in a.model or [str(ROOT / "voices" / "default")])
+    if len(a.model) > 1 and ("" in models or len(models) != len(a.model)):
+        p.error("several --model: give each as NAME=DIR, with distinct names")
+    if len(specs) != len(a.vocoder) or any(not k or not s for k, s in specs.items()):
+        p.error("give each --vocoder as NAME=SOURCE, with distinct names")
+    if len(specs) * len(models) < 2:
+        p.error("give at least two --vocoder NAME=SOURCE (or two --model NAME=DIR) to compare")
+    if len(models) == 1:
+        models = {"": next(iter(models.values()))}  # one model: clips are named by vocoder alone
+    names = {clip_name(m, v) for m in models for v in specs}
     pairs = [tuple(x.split(",", 1)) for x in a.pair]
-    if any(len(x) != 2 or not set(x) <= set(specs) for x in pairs):
-        p.error("--pair takes NAME,REFERENCE, both names of --vocoder")
+    if any(len(x) != 2 or not set(x) <= names for x in pairs):
+        p.error(f"--pair takes NAME,REFERENCE, both of {', '.join(sorted(names))}")
     if a.mel == "teacher" and a.voices != "joe":
         p.error("--mel teacher is joe's copy synthesis: pass --voices joe")
+    if a.mel == "teacher" and len(models) > 1:
+        p.error("--mel teacher is the teacher's mel: one --model")
 
     import torch
 
@@ -251,10 +285,11 @@ def main() -> None:
     if len(rates) != 1:
         p.error(f"the vocoders' sample rates differ: {sorted(rates)}")
     voices = a.voices.split(",")
+    dirs = {name: Path(d) for name, d in models.items()}
     if a.mel == "teacher":
-        idx, mels = teacher_mels(a.model, a.sentences, a.limit, a.seed)
+        idx, mels = teacher_mels(next(iter(dirs.values())), a.sentences, a.limit, a.seed)
     else:
-        idx, mels = served_mels(a.model, a.sentences, a.limit, a.seed, voices)
+        idx, mels = served_mels(dirs, a.sentences, a.limit, a.seed, voices)
     print(f"{a.mel} mels: {time.monotonic() - t0:.0f} s", flush=True)
     summary, table = compare(mels, idx, vocoders, rates.pop(), a.judges_python, pairs=pairs)
     print("\n".join(table))
@@ -263,7 +298,7 @@ def main() -> None:
         "machine": machine.describe(),
         "seed": a.seed,
         "limit": a.limit,
-        "model": str(a.model),
+        "model": models[""] if "" in models else models,
         "vocoders": specs,
         "vocoder_configs": {name: net.config.to_dict() for name, net in vocoders.items()},
         "voices": voices,

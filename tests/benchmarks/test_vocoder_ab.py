@@ -54,6 +54,15 @@ def test_band_shares_of_a_pure_tone():
         (["--vocoder", "a=x"], "at least two"),
         (["--vocoder", "a=x", "--vocoder", "b=y", "--pair", "a,c"], "--pair takes NAME,REFERENCE"),
         (["--vocoder", "a=x", "--vocoder", "b=y", "--mel", "teacher"], "--voices joe"),
+        (["--vocoder", "x", "--vocoder", "b=y"], "NAME=SOURCE, with distinct names"),
+        (["--vocoder", "a=x", "--model", "d1", "--model", "d2"], "give each as NAME=DIR"),
+        (["--vocoder", "a=x", "--model", "m=d1", "--model", "m=d2"], "give each as NAME=DIR"),
+        # with two models the clips are MODEL/VOCODER, and --pair names those
+        (["--vocoder", "a=x", "--model", "r4=d1", "--model", "r8=d2", "--pair", "a,b"], "both of r4/a, r8/a"),
+        (
+            ["--vocoder", "a=x", "--model", "r4=d1", "--model", "r8=d2", "--mel", "teacher", "--voices", "joe"],
+            "one --model",
+        ),
     ],
 )
 def test_the_command_line_refuses_what_it_cannot_compare(args, message):
