@@ -12,7 +12,9 @@ A vocoder is `NAME=SOURCE[:dc=K][:nyquist=K][:gain_db=G][:sharpen=K]`: SOURCE is
 `zero_dc_bin` / `zero_nyquist_bin`, 1 keeps the bin whatever the config says), `:gain_db=G` scales the
 output by G dB, `:sharpen=K` adds K times the mel's temporal high-pass (itself minus its [1/4, 1/2, 1/4]
 smoothing along time) on speech frames (mean log-mel > -8) before the vocoder (an offline test of the
-frame-to-frame detail the acoustic model loses, RESULTS.md "Is the acoustic model's mel over-smoothed?"). The edge bins' section of benchmarks/RESULTS.md is `--vocoder none=voices/default/vocoder:nyquist=1
+frame-to-frame detail the acoustic model loses, RESULTS.md "Is the acoustic model's mel over-smoothed?"),
+`:seam=A:step=R` pulls each decode step's first frames toward the previous step's last (`Seamed`: the
+model's mel moves less than its teacher's inside a step and more across steps). The edge bins' section of benchmarks/RESULTS.md is `--vocoder none=voices/default/vocoder:nyquist=1
 --vocoder nyquist=voices/default/vocoder --vocoder dc+nyquist=voices/default/vocoder:dc=0`. The first one is the reference
 of the paired differences; `--pair NAME,REFERENCE` adds others.
 
@@ -40,6 +42,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -82,6 +85,32 @@ class Sharpened:
         return self.net(torch.lerp(mel, y, speech))
 
 
+class Seamed:
+    """A vocoder fed the mel with each decode step's start pulled toward the previous step's end
+    (`:seam=A:step=R`): for the step starting at frame s, the jump d = y[s] - y[s - 1] is taken off its frames
+    j = 0..R-1 times A * (1 - j / R), y being the already corrected mel. Causal (a step's frames depend on
+    earlier frames only), so a server could do the same as frames stream, without waiting for the next step."""
+
+    def __init__(self, net, amount: float, step: int):
+        if step < 2 or amount < 0:
+            raise ValueError(f":seam needs :step=R >= 2 (frames per decode step) and A >= 0, got {step}, {amount}")
+        self.net, self.amount, self.step, self.config = net, amount, step, net.config
+
+    def correct(self, mel):
+        """`(B, 80, T)` mel -> the same with its step seams pulled together."""
+        import torch
+
+        y, r = mel.clone(), self.step
+        fade = self.amount * (1 - torch.arange(r, dtype=mel.dtype) / r)
+        for s in range(r, y.shape[-1], r):
+            n = min(r, y.shape[-1] - s)
+            y[..., s : s + n] -= (y[..., s] - y[..., s - 1]).unsqueeze(-1) * fade[:n]
+        return y
+
+    def __call__(self, mel):
+        return self.net(self.correct(mel))
+
+
 class Scaled:
     """A vocoder's output times a fixed gain (`:gain_db=G`), keeping its `config`."""
 
@@ -101,9 +130,15 @@ def load_vocoder(spec: str):
     opts = {}
     for o in options:
         key, _, value = o.partition("=")
-        if key not in ("dc", "nyquist", "gain_db", "sharpen") or not value:
-            raise ValueError(f"{spec}: options are :dc=K, :nyquist=K, :gain_db=G and :sharpen=K, got {o!r}")
+        if key not in ("dc", "nyquist", "gain_db", "sharpen", "seam", "step") or not value:
+            raise ValueError(
+                f"{spec}: options are :dc=K, :nyquist=K, :gain_db=G, :sharpen=K and :seam=A:step=R, got {o!r}"
+            )
         opts[key] = float(value)
+    if ("seam" in opts) != ("step" in opts):
+        raise ValueError(
+            f"{spec}: :seam=A needs :step=R (the model's frames per decode step), and :step only goes with it"
+        )
     net: Vocoder | hifigan.HifiGan
     if source in hifigan.CHECKPOINTS:
         net = hifigan.HifiGan.from_package(source)
@@ -122,8 +157,9 @@ def load_vocoder(spec: str):
             if k is not None:
                 keep[b] = k
         net.head.keep = keep
-    out = Scaled(net, opts["gain_db"]) if "gain_db" in opts else net
-    return Sharpened(out, opts["sharpen"]) if "sharpen" in opts else out
+    out: Any = Scaled(net, opts["gain_db"]) if "gain_db" in opts else net
+    out = Sharpened(out, opts["sharpen"]) if "sharpen" in opts else out
+    return Seamed(out, opts["seam"], int(opts["step"])) if "seam" in opts else out
 
 
 def paired(rows_by_name: Mapping[str, Mapping[int, dict]], name: str, reference: str) -> dict:

@@ -106,3 +106,32 @@ def test_dc_and_gain_options_scale_the_streaming_vocoder(tmp_path):
         assert torch.allclose(load_vocoder(f"{tmp_path / 'voc'}:sharpen=1")(silent), net(silent), atol=1e-6)
     with pytest.raises(ValueError, match="options are"):
         load_vocoder(f"{tmp_path / 'voc'}:bass=1")
+
+
+def test_seam_pulls_each_step_start_toward_the_previous_end_causally():
+    from benchmarks.vocoder_ab import Seamed
+
+    class Identity:
+        config = None
+
+        def __call__(self, mel):
+            return mel
+
+    torch.manual_seed(0)
+    r, a = 4, 0.5
+    steps = torch.randn(1, 80, 6, 1) * 3 + torch.randn(1, 80, 6, r) * 0.1  # a level per step, small moves
+    mel = steps.reshape(1, 80, 6 * r)
+    seamed = Seamed(Identity(), a, r)
+    y = seamed(mel)
+    assert torch.equal(y[..., :r], mel[..., :r])  # the first step has nothing before it
+    # each step's first frame takes A of its jump away; its fade reaches 1/R of that at the step's end
+    jump = mel[..., r] - mel[..., r - 1]
+    assert torch.allclose(y[..., r] - y[..., r - 1], (1 - a) * jump, atol=1e-5)
+    assert torch.allclose(y[..., 2 * r - 1] - mel[..., 2 * r - 1], -a * jump / r, atol=1e-5)
+    across = (y[..., r::r] - y[..., r - 1 : -1 : r]).abs().mean()
+    assert across < (mel[..., r::r] - mel[..., r - 1 : -1 : r]).abs().mean() * 0.75
+    # causal: a prefix of the mel gives the same prefix of the result (a server can do it as frames stream)
+    for t in (3, r, r + 1, 3 * r + 2):
+        assert torch.allclose(seamed.correct(mel[..., :t]), y[..., :t])
+    with pytest.raises(ValueError, match=":step"):
+        load_vocoder("no-such-dir:seam=0.3")
