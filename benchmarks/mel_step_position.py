@@ -8,7 +8,8 @@ A decode step emits `frames_per_step` frames from one hidden state. FEAT_DIR hol
 frame-aligned (`training.aligned_mels MODEL FEAT_DIR PRED_DIR`); `--frames NAME=R` gives that model's
 frames per step (the aligned mels do not record it). For each model: the mean absolute
 log-mel difference over all frames, and by position 0..R-1 within the step (frame t of an utterance
-sits at t mod R). `--by-phoneme` splits each position by the teacher's phoneme durations (in FEAT_DIR):
+sits at t mod R); and how much the mel moves from frame to frame, by position, for the model and the teacher
+(the last position's move crosses into the next step). `--by-phoneme` splits each position by the teacher's phoneme durations (in FEAT_DIR):
 frames still voicing the phoneme the step started on (the step's pointer) against frames past a phoneme
 change inside the step, which the step's state has to anticipate. Prints one row per model; writes JSON
 with the command.
@@ -62,6 +63,18 @@ def by_position_and_phoneme(
     }
 
 
+def movement_by_position(mels: list[np.ndarray], r: int) -> list[float]:
+    """Mean |frame t+1 - frame t| (log-mel, averaged over bins) by t's position 0..r-1 in its step: positions
+    0..r-2 move inside a step, position r-1 across into the next step."""
+    sums, counts = np.zeros(r), np.zeros(r)
+    for m in mels:
+        moved = np.abs(np.diff(m.astype(np.float64), axis=0)).mean(1)
+        pos = np.arange(len(moved)) % r
+        sums += np.bincount(pos, weights=moved, minlength=r)
+        counts += np.bincount(pos, minlength=r)
+    return (sums / np.maximum(counts, 1)).tolist()
+
+
 def read_mels(directory: Path, prefix: str) -> list[np.ndarray]:
     """Every utterance's mel of `directory/{prefix}_*.npz` (`mel` + `mel_off`), in shard order."""
     mels = []
@@ -96,8 +109,12 @@ def main() -> None:
             raise SystemExit(f"--frames {name}=R is needed: aligned_mels does not record the model's frames per step")
         predicted = read_mels(Path(pred_dir), "pred")
         mean, pos = by_position(teacher, predicted, r)
-        rows[name] = {"frames_per_step": r, "utterances": len(teacher), "l1": mean, "l1_by_position": pos}
+        moved, teacher_moved = movement_by_position(predicted, r), movement_by_position(teacher, r)
+        rows[name] = {"frames_per_step": r, "utterances": len(teacher), "l1": mean, "l1_by_position": pos,
+                      "movement_by_position": moved, "teacher_movement_by_position": teacher_moved}  # fmt: skip
         print(f"{name:>12} r={r}  all {mean:.3f}  by position " + " ".join(f"{x:.3f}" for x in pos), flush=True)
+        for who, m in ((name, moved), ("teacher", teacher_moved)):
+            print(f"{'':>12} movement, {who}: inside a step {np.mean(m[:-1]):.3f}, across {m[-1]:.3f}", flush=True)
         if a.by_phoneme:
             split = by_position_and_phoneme(teacher, predicted, durations, r)
             rows[name]["l1_by_position_and_phoneme"] = split

@@ -246,6 +246,17 @@ def test_mel_step_position_splits_the_error_by_place_in_the_step():
         by_position([np.zeros((4, 2))], [np.zeros((5, 2))], 4)
 
 
+def test_mel_step_position_movement_inside_and_across_steps():
+    from benchmarks.mel_step_position import movement_by_position
+
+    # a staircase: flat inside each 4-frame step, a jump of 1 into the next: all movement crosses a seam
+    stairs = np.repeat(np.arange(5, dtype=np.float32), 4)[:, None] * np.ones((1, 3), np.float32)
+    assert movement_by_position([stairs], 4) == [0.0, 0.0, 0.0, 1.0]
+    # a ramp moves alike everywhere; two utterances are pooled by position
+    ramp = 0.5 * np.arange(9, dtype=np.float32)[:, None] * np.ones((1, 3), np.float32)
+    assert movement_by_position([ramp, ramp[:6]], 4) == [0.5, 0.5, 0.5, 0.5]
+
+
 def test_mel_step_position_splits_each_place_by_phoneme_change():
     from benchmarks.mel_step_position import by_position_and_phoneme
 
