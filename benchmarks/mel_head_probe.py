@@ -160,6 +160,11 @@ def train(
     return losses
 
 
+def movement(chunks: torch.Tensor) -> float:
+    """Mean |frame-to-frame difference| inside the steps of `chunks` (N, r, n_mels)."""
+    return chunks.float().diff(dim=1).abs().mean().item()
+
+
 def judge(chunks: torch.Tensor, rows: Rows, r: int) -> dict:
     """Chunks (N, r, n_mels) of `rows` -> the utterances' frames against the teacher's, by place in the step."""
     predicted, start = [], 0
@@ -169,7 +174,7 @@ def judge(chunks: torch.Tensor, rows: Rows, r: int) -> dict:
     mean, positions = by_position(rows.frames, predicted, r)
     return {
         "l1": mean,
-        "movement": chunks.diff(dim=1).abs().mean().item(),  # mean |frame-to-frame difference| in a step
+        "movement": movement(chunks),
         "l1_by_position": positions,
         "by_phoneme": by_position_and_phoneme(rows.frames, predicted, rows.durations, r),
     }
@@ -266,7 +271,7 @@ def main() -> None:
           f"{eval_rows.hidden.shape[0]} ({len(eval_rows.counts)} utterances); {r} frames a step", flush=True)  # fmt: skip
     heads = {"as is": (new_head(model, False), "plain")}
     results = {"as is": {"train_l1": None, **judge(predict(heads["as is"][0], eval_rows, "plain"), eval_rows, r)}}
-    teacher_movement = eval_rows.target.float().diff(dim=1).abs().mean().item()
+    teacher_movement = movement(eval_rows.target)
     print(f"teacher's movement in a step (mean |frame-to-frame difference|): {teacher_movement:.3f}")
     for variant in a.variants.split(","):
         head = new_head(model, inputs(train_rows, variant)[1] is not None)

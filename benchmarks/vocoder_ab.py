@@ -194,14 +194,13 @@ def compare(
     work = Path(tempfile.mkdtemp(prefix="vocoder_ab_"))
     manifest: list[dict] = []
     rows: list[dict] = []
-    names: list[str] = []
+    names = [clip_name(model, vocoder) for model in next(iter(mels.values()), {}) for vocoder in vocoders]
     with torch.inference_mode():
         for voice, by_model in mels.items():
             for model, voice_mels in by_model.items():
                 for n, mel in enumerate(voice_mels):
                     for vocoder, net in vocoders.items():
                         name = clip_name(model, vocoder)
-                        names += [name] if name not in names else []
                         x = net(mel[None].float())[0].numpy().astype(np.float32)
                         key = f"{voice}|{name}|{indices[n]}"
                         path = work / f"{len(manifest):04d}.npy"

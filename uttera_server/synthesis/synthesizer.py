@@ -83,7 +83,7 @@ class Synthesizer:
         self.vocoder_process = vocoder_process(engine.vocoder_process, self.vocoder_device, engine.vocoder)
         engine_vocoder = None
         self.sink = client.index if client is not None else 0
-        self._stage: PcmStage = VocodedHere(self.model.path, engine, self.vocoder_device)
+        self._stage: PcmStage
         self._warm = False  # the warm-up utterance went through: `is_ready()` from then on
         if self.vocoder_process == "engine":
             from engine_patches.engine_vocoder import EngineVocoderConfig
@@ -100,6 +100,8 @@ class Synthesizer:
                 max_utterances=engine.max_num_seqs,
             )
             self._stage = EngineVocoded(self.sink_base, self.sink, self.model.frames_per_step)
+        else:
+            self._stage = VocodedHere(self.model.path, engine, self.vocoder_device)
         self._engine = MelEngine(self.model, engine, engine_vocoder=engine_vocoder, client=client)
         self._ids = itertools.count()
 
