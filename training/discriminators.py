@@ -1,8 +1,9 @@
-"""GAN discriminators for vocoder training (HiFi-GAN's multi-period, UnivNet/Vocos multi-resolution).
+"""GAN discriminators: for vocoder training (HiFi-GAN's multi-period, UnivNet/Vocos multi-resolution) on
+waveforms, and for the acoustic model (`MelDiscriminator`) on windows of log-mel frames.
 
-Each discriminator maps waveforms `(B, samples)` to `(logits, feature_maps)`: one logit tensor per
-sub-discriminator and, for each, the list of its intermediate activations (for
-`training.vocoder_losses.feature_matching_loss`). `channels` scales the width: HiFi-GAN's MPD uses
+Each discriminator maps its input (waveforms `(B, samples)`, or mel windows `(B, frames, n_mels)`) to
+`(logits, feature_maps)`: one logit tensor per sub-discriminator and, for each, the list of its
+intermediate activations (for `training.vocoder_losses.feature_matching_loss`). `channels` scales the width: HiFi-GAN's MPD uses
 `(32, 128, 512, 1024, 1024)`; smaller values train faster for small vocoders.
 """
 
@@ -107,3 +108,32 @@ class MultiResolutionDiscriminator(nn.Module):
     def forward(self, wav: Tensor) -> Output:
         outs = [d(wav) for d in self.discriminators]
         return [o[0] for o in outs], [o[1] for o in outs]
+
+
+class MelDiscriminator(nn.Module):
+    """Windows of log-mel frames `(B, frames, n_mels)` -> patch logits, as one sub-discriminator.
+
+    2-D convolutions over (time, mel bin), strided along the bins and then along time, so each logit judges a
+    patch of spectro-temporal texture (how the frames move and how sharp the harmonics are), which an L1 loss
+    averages away. For the acoustic model's adversarial loss (`training/train_acoustic.py --adv-weight`).
+    """
+
+    def __init__(self, channels: Sequence[int] = (32, 64, 128, 128)):
+        super().__init__()
+        chans = [1, *channels]
+        strides = [(1, 2), (1, 2), (2, 2)] + [(1, 1)] * (len(channels) - 3)
+        self.convs = nn.ModuleList(
+            weight_norm(nn.Conv2d(c_in, c_out, (3, 9) if i < 3 else (3, 3), strides[i], padding=(1, 4 if i < 3 else 1)))
+            for i, (c_in, c_out) in enumerate(zip(chans[:-1], chans[1:]))
+        )
+        self.post = weight_norm(nn.Conv2d(chans[-1], 1, (3, 3), padding=(1, 1)))
+
+    def forward(self, mel: Tensor) -> Output:
+        x = mel.unsqueeze(1)
+        fmaps = []
+        for conv in self.convs:
+            x = nn.functional.leaky_relu(conv(x), _SLOPE)
+            fmaps.append(x)
+        x = self.post(x)
+        fmaps.append(x)
+        return [x.flatten(1)], [fmaps]

@@ -16,7 +16,9 @@
 # trimmed to English espeak data; see training/README.md), .whl/hibari_tts-0.2.1-py3-none-any.whl,
 # training/data/train_sentences.tsv, voices/default/vocoder (the vocoder's starting weights).
 # Knobs (environment): SYNTH_S (synthesis deadline, s), MIN_AC / MIN_VOC / R8_MIN (training budgets,
-# min; MIN_VOC=0 keeps voices/default/vocoder as it is; R8_MIN=0 skips the 8-frames-per-step model), VOC_START_S (vocoder start, s after synthesis starts),
+# min; MIN_VOC=0 keeps voices/default/vocoder as it is; R8_MIN=0 skips the 8-frames-per-step model),
+# AC2_ARGS (a second acoustic model for both voices beside the first, with these flags, AC2_MIN minutes
+# (default MIN_AC); exported as $W/voice2), VOC_START_S (vocoder start, s after synthesis starts),
 # VOC_LR, GAN_AFTER, HEART_WORKERS, PRED_MIN (minutes more of vocoder training after the acoustic model,
 # half of each batch vocoded from its teacher-forced mel: training/aligned_mels.py; 0 = off), AC_ARGS
 # (e.g. "--init voices/default": start the acoustic model from the shipped one; then carry
@@ -36,6 +38,7 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
 show() {
   echo "--- $(date +%T) pipeline.log"; tail -n 5 $W/pipeline.log 2>/dev/null
   echo "--- acoustic"; grep -v '^{"step"' $W/acoustic.out 2>/dev/null | tail -n 3; tail -n 2 $W/acoustic.out 2>/dev/null
+  [ -e $W/acoustic2.out ] && { echo "--- acoustic2"; tail -n 1 $W/acoustic2.out; }
   echo "--- acoustic r8"; tail -n 1 $W/acoustic_r8.out 2>/dev/null
   echo "--- vocoder"; grep -v '^{"step"' $W/vocoder.out 2>/dev/null | tail -n 3; tail -n 1 $W/vocoder.out 2>/dev/null
   [ -e $W/hifigan.out ] && { echo "--- hifigan"; grep -v '^{"step"' $W/hifigan.out | tail -n 3; tail -n 1 $W/hifigan.out; }
@@ -111,6 +114,12 @@ pipeline)
       ${HIFIGAN_ARGS:-} > $W/hifigan.out 2>&1 &
     hg=$!
   fi
+  a2=
+  if [ -n "${AC2_ARGS:-}" ]; then  # a second acoustic model for both voices beside the first (its own flags)
+    python3 -m training.train_acoustic $W/feat_joe:joe:1,$W/feat_heart:heart:255 $W/acoustic2 \
+      --minutes "${AC2_MIN:-$MIN_AC}" --workers 5 $AC2_ARGS > $W/acoustic2.out 2>&1 &
+    a2=$!
+  fi
   r8=
   if [ "${R8_MIN:-0}" != 0 ]; then
     python3 -m training.train_acoustic $W/feat_joe $W/acoustic_r8 --minutes "$R8_MIN" --workers 4 \
@@ -118,6 +127,7 @@ pipeline)
     r8=$!
   fi
   wait $ac; echo "[$(date +%T)] acoustic exit $?"
+  [ -n "$a2" ] && { wait $a2; echo "[$(date +%T)] acoustic2 exit $?"; }
   [ -n "$r8" ] && { wait $r8; echo "[$(date +%T)] acoustic r8 exit $?"; }
   [ -n "$vo" ] && { wait $vo; echo "[$(date +%T)] vocoder exit $?"; }
   [ -n "$hg" ] && { wait $hg; echo "[$(date +%T)] hifigan exit $?"; }
@@ -135,6 +145,7 @@ pipeline)
   voc=voices/default/vocoder; [ -n "$vo" ] && voc=$W/vocoder/ckpt.pt
   stage export python3 -m training.export $W/acoustic/ckpt.pt $voc $W/voice
   [ -n "$hg" ] && stage export_hifigan python3 -m training.export_hifigan $W/hifigan/ckpt.pt $W/voice
+  [ -n "$a2" ] && stage export2 python3 -m training.export $W/acoustic2/ckpt.pt $voc $W/voice2
   [ -n "$r8" ] && stage export_r8 python3 -m training.export $W/acoustic_r8/ckpt.pt $voc $W/voice_r8
   [ -n "$vo" ] && stage plot python3 -m training.plot $W/acoustic/log.jsonl $W/vocoder/log.jsonl $W/loss_curves.png
   touch $W/DONE
@@ -193,9 +204,11 @@ collect)
   cp $W/acoustic/log.jsonl $W/pack/logs/acoustic_log.jsonl 2>/dev/null
   cp $W/vocoder/log.jsonl $W/pack/logs/vocoder_log.jsonl 2>/dev/null
   cp $W/acoustic/config.json $W/pack/logs/acoustic_run_config.json 2>/dev/null
+  cp $W/acoustic2.out $W/pack/logs/ 2>/dev/null
+  cp $W/acoustic2/log.jsonl $W/pack/logs/acoustic2_log.jsonl 2>/dev/null
   cp $W/acoustic_r8.out $W/pack/logs/ 2>/dev/null
   cp $W/acoustic_r8/log.jsonl $W/pack/logs/acoustic_r8_log.jsonl 2>/dev/null
-  cp -r $W/voice $W/voice_r8 $W/pack/ 2>/dev/null
+  cp -r $W/voice $W/voice2 $W/voice_r8 $W/pack/ 2>/dev/null
   # an acoustic model copied unchanged from voices/default (the hifigan mode) does not travel back
   cmp -s $W/pack/voice/model.safetensors voices/default/model.safetensors && rm $W/pack/voice/model.safetensors
   tar -C $W/pack -cf $W/result.tar . && split -b 15M -d $W/result.tar "$OUT/result.tar.part"

@@ -1,7 +1,10 @@
 """Train the pointer-token acoustic model (training/model.py) on teacher features.
 
 Loss = CE over the move classes the serving logits processor allows (training/data.py)
-     + `--mel-weight` * L1 on the log-mel chunk predicted at each pointer position.
+     + `--mel-weight` * L1 on the log-mel chunk predicted at each pointer position
+     [+ with `--adv-weight` > 0, an adversarial loss on windows of the predicted mel (`MelGan`): LSGAN on a
+        `training.discriminators.MelDiscriminator` + `--fm-weight` x its feature matching, scaled to the L1
+        (GANSpeech's adaptive weight), after `--d-warmup` steps of the discriminator alone].
 AdamW, linear warm-up then cosine decay over the run's *time budget* (`--minutes`: progress is
 wall-clock seconds trained / budget, stored in the checkpoint so `--resume` continues the same schedule),
 bf16 autocast on CUDA, batches of similar length capped at `--max-tokens` tokens.
@@ -30,8 +33,10 @@ import torch
 import torch.nn.functional as F
 
 from training.data import BatchDataset, collate, length_batches, load_utterances, next_tokens
+from training.discriminators import MelDiscriminator
 from training.model import AcousticConfig, UtteraTTS
 from training.train_log import TrainLog
+from training.vocoder_losses import discriminator_loss, feature_matching_loss, generator_loss
 
 BOS_ID = 1  # `^`, every prompt's first id (the frontend's table), which a voice token replaces
 # AcousticConfig fields settable from the command line (a new run only; --resume keeps the checkpoint's);
@@ -77,8 +82,82 @@ def init_from(model: UtteraTTS, model_dir: Path, voice_tokens: list[int]) -> Non
     print(f"initialized from {model_dir} (new voice tokens: {sorted(set(voice_tokens) - trained - {BOS_ID})})")
 
 
+def mel_windows(
+    pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, window: int, rng: random.Random
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """One random window of `window` consecutive frames per row, from the predicted and the target mel.
+
+    pred, target (B, S, r, n_mels) at every position, mask (B, S): the pointer positions (one contiguous run per
+    row). -> (fake, real) (N, window, n_mels) for the N rows whose mel is at least `window` frames, or None."""
+    B, S, r, n_mels = pred.shape
+    first = mask.int().argmax(1).tolist()
+    count = mask.sum(1).tolist()
+    rows, starts = [], []
+    for b in range(B):
+        if count[b] * r >= window:
+            rows.append(b)
+            starts.append(first[b] * r + rng.randrange(count[b] * r - window + 1))
+    if not rows:
+        return None
+    index = torch.tensor(starts, device=pred.device).unsqueeze(1) + torch.arange(window, device=pred.device)
+    index = index.unsqueeze(-1).expand(-1, -1, n_mels)
+    pick = torch.tensor(rows, device=pred.device)
+    fake = pred.flatten(1, 2)[pick].gather(1, index)
+    real = target.flatten(1, 2)[pick].float().gather(1, index)
+    return fake, real
+
+
+class MelGan:
+    """The acoustic model's adversarial loss on its mel (GANSpeech, Yang et al. 2021, on our chunked mel).
+
+    Each training step: one window per row of the teacher-forced mel and of its target; the discriminator takes
+    one LSGAN step on them (the prediction detached), then, after `d_warmup` discriminator-only steps, the model
+    gets `adv_weight` x LSGAN + `fm_weight` x feature matching, the latter scaled to the mel L1's size (its
+    adaptive weight: L1 / FM, detached)."""
+
+    def __init__(
+        self,
+        disc: MelDiscriminator,
+        opt: torch.optim.Optimizer,
+        window: int,
+        adv_weight: float,
+        fm_weight: float,
+        d_warmup: int,
+        seed: int = 0,
+    ):
+        self.disc, self.opt, self.window = disc, opt, window
+        self.adv_weight, self.fm_weight, self.d_warmup = adv_weight, fm_weight, d_warmup
+        self.rng = random.Random(seed)
+
+    def __call__(
+        self, pred: torch.Tensor, batch: dict[str, torch.Tensor], l1: torch.Tensor, step: int, metrics: dict
+    ) -> torch.Tensor:
+        """The model's adversarial terms for `pred` (B, S, r, n_mels), after the discriminator's step."""
+        pair = mel_windows(pred, batch["mel"], batch["mel_mask"], self.window, self.rng)
+        if pair is None:
+            return pred.new_zeros(())
+        fake, real = pair
+        d_loss = discriminator_loss(self.disc(real)[0], self.disc(fake.detach())[0], "lsgan")
+        self.opt.zero_grad(set_to_none=True)
+        d_loss.backward()
+        self.opt.step()
+        metrics["d_loss"] = d_loss.item()
+        if step < self.d_warmup:
+            return pred.new_zeros(())
+        logits, fake_maps = self.disc(fake)
+        real_maps = self.disc(real)[1]
+        adv = generator_loss(logits, "lsgan")
+        fm = feature_matching_loss(real_maps, fake_maps)
+        metrics.update(adv=adv.item(), fm=fm.item())
+        return self.adv_weight * adv + self.fm_weight * (l1.detach() / fm.detach().clamp(min=1e-6)) * fm
+
+
 def acoustic_loss(
-    model: UtteraTTS, batch: dict[str, torch.Tensor], mel_weight: float = 1.0
+    model: UtteraTTS,
+    batch: dict[str, torch.Tensor],
+    mel_weight: float = 1.0,
+    gan: MelGan | None = None,
+    step: int = 0,
 ) -> tuple[torch.Tensor, dict]:
     c = model.config
     h = model(batch["tokens"])
@@ -94,10 +173,17 @@ def acoustic_loss(
     ce = F.cross_entropy(cand[valid], batch["ce_class"][valid])
     acc = (cand[valid].argmax(-1) == batch["ce_class"][valid]).float().mean()
     mask = batch["mel_mask"]
-    pred = model.mel(h[mask], next_tokens(batch, c.max_advance, c.stop_token_id)[mask]).float()
-    l1 = (pred - batch["mel"][batch["mel_mask"]].float()).abs().mean()
+    if gan is None:
+        pred = model.mel(h[mask], next_tokens(batch, c.max_advance, c.stop_token_id)[mask]).float()
+        l1 = (pred - batch["mel"][mask].float()).abs().mean()
+    else:  # every position's chunk: the windows run across chunks in time order
+        pred = model.mel(h, next_tokens(batch, c.max_advance, c.stop_token_id)).float()
+        l1 = (pred[mask] - batch["mel"][mask].float()).abs().mean()
     loss = ce + mel_weight * l1
-    return loss, {"loss": loss.item(), "ce": ce.item(), "l1": l1.item(), "acc": acc.item()}
+    metrics = {"ce": ce.item(), "l1": l1.item(), "acc": acc.item()}
+    if gan is not None:
+        loss = loss + gan(pred, batch, l1, step, metrics)
+    return loss, {"loss": loss.item(), **metrics}
 
 
 def lr_at(progress: float, step: int, base: float, warmup: int) -> float:
@@ -139,6 +225,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--max-tokens", type=int, default=24000)
     parser.add_argument("--mel-weight", type=float, default=1.0)
+    parser.add_argument(
+        "--adv-weight", type=float, default=0.0, help="LSGAN weight of the mel discriminator (MelGan; 0 = no GAN)"
+    )
+    parser.add_argument("--fm-weight", type=float, default=1.0, help="feature matching, x the L1 / FM ratio")
+    parser.add_argument("--adv-window", type=int, default=64, help="mel frames per discriminator window")
+    parser.add_argument("--d-lr", type=float, default=2e-4)
+    parser.add_argument("--d-warmup", type=int, default=300, help="first steps that train only the discriminator")
     parser.add_argument("--dropout", type=float, default=0.1, help="residual dropout (training only)")
     parser.add_argument("--ckpt-minutes", type=float, default=3.0)
     parser.add_argument("--log-every", type=int, default=50)
@@ -217,6 +310,11 @@ def main() -> None:
 
     model = UtteraTTS(config).to(a.device)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.98), weight_decay=0.01)
+    gan = None
+    if a.adv_weight > 0:
+        disc = MelDiscriminator().to(a.device)
+        opt_d = torch.optim.AdamW(disc.parameters(), lr=a.d_lr, betas=(0.5, 0.9))
+        gan = MelGan(disc, opt_d, a.adv_window, a.adv_weight, a.fm_weight, a.d_warmup, a.seed)
     step, trained_s, epoch = 0, 0.0, 0
     if state is None and a.init:
         init_from(model, Path(a.init), [t for _, t in voices.values() if t is not None])
@@ -231,25 +329,34 @@ def main() -> None:
         opt.load_state_dict(state["opt"])
         step, trained_s, epoch = state["step"], state["trained_s"], state["epoch"]
         rng.setstate(state["rng"])
+        if gan is not None and "disc" in state:
+            gan.disc.load_state_dict(state["disc"])
+            gan.opt.load_state_dict(state["opt_d"])
     print(f"params={model.num_params() / 1e6:.2f} M device={a.device} resume_step={step}", flush=True)
+    if gan is not None:
+        print(
+            f"mel GAN: adv {a.adv_weight} fm {a.fm_weight} window {a.adv_window} d_lr {a.d_lr} "
+            f"d_warmup {a.d_warmup} disc params {sum(p.numel() for p in gan.disc.parameters()) / 1e6:.2f} M",
+            flush=True,
+        )
     (run / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2))
     budget = a.minutes * 60
     log = TrainLog(run / "log.jsonl", a.log_every)
 
     def save() -> None:
-        torch.save(
-            {
-                "config": dataclasses.asdict(config),
-                "model": model.state_dict(),
-                "opt": opt.state_dict(),
-                "step": step,
-                "trained_s": trained_s,
-                "epoch": epoch,
-                "rng": rng.getstate(),
-                "voice_tokens": {v: t for v, (_, t) in voices.items()},
-            },
-            ckpt_path.with_suffix(".tmp"),
-        )
+        st = {
+            "config": dataclasses.asdict(config),
+            "model": model.state_dict(),
+            "opt": opt.state_dict(),
+            "step": step,
+            "trained_s": trained_s,
+            "epoch": epoch,
+            "rng": rng.getstate(),
+            "voice_tokens": {v: t for v, (_, t) in voices.items()},
+        }
+        if gan is not None:
+            st.update(disc=gan.disc.state_dict(), opt_d=gan.opt.state_dict())
+        torch.save(st, ckpt_path.with_suffix(".tmp"))
         ckpt_path.with_suffix(".tmp").replace(ckpt_path)
 
     use_amp = a.device.startswith("cuda")
@@ -278,7 +385,7 @@ def main() -> None:
                 g["lr"] = lr
             batch = to_device(batch, a.device)
             with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
-                loss, m = acoustic_loss(model, batch, a.mel_weight)
+                loss, m = acoustic_loss(model, batch, a.mel_weight, gan, step)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -96,3 +96,49 @@ def test_vocoder_gan_step(synthetic_data, tmp_path, monkeypatch, gan_after):
     run_main(train_vocoder, args, monkeypatch)
     rec = json.loads((run / "log.jsonl").read_text().splitlines()[0])
     assert {"adv", "fm", "d_loss", "mel_l1", "stft"} <= set(rec)
+
+
+def test_mel_windows_cut_the_pointer_frames_in_time_order():
+    import random
+
+    from training.train_acoustic import mel_windows
+
+    r, n_mels = 2, 3
+    # Row 0: prompt of 2, then 5 chunks; row 1: prompt of 3, then 2 chunks (4 frames < window: left out).
+    mask = torch.zeros(2, 8, dtype=torch.bool)
+    mask[0, 2:7] = True
+    mask[1, 3:5] = True
+    # Every frame holds its own time index (position * r + frame) in every bin; the prompt's positions -1.
+    frames = torch.arange(8 * r, dtype=torch.float32).view(1, 8, r, 1).expand(2, 8, r, n_mels).clone()
+    frames[~mask] = -1
+    for seed in range(20):
+        fake, real = mel_windows(frames * 2, frames.half(), mask, 6, random.Random(seed))
+        assert fake.shape == real.shape == (1, 6, n_mels)
+        t = real[0, :, 0]
+        assert t[0] >= 2 * r and t[-1] <= 7 * r - 1  # inside row 0's pointer frames
+        assert torch.equal(t, t[0] + torch.arange(6.0))  # consecutive frames across chunk borders
+        assert torch.equal(fake, real * 2)  # the same frames of prediction and target
+    assert mel_windows(frames, frames, mask, 11, random.Random(0)) is None
+
+
+def test_acoustic_trainer_with_mel_gan_steps_and_resumes(synthetic_data, tmp_path, monkeypatch):
+    from training import train_acoustic
+
+    _, feat = synthetic_data
+    run = tmp_path / "gan"
+    args = argv(
+        feat, run, device="cpu", workers=0, log_every=1, val_every=100, max_tokens=400, hidden_size=32,
+        num_attention_heads=2, head_dim=16, intermediate_size=64, num_hidden_layers=2, warmup=2,
+        adv_weight=1, adv_window=8, d_warmup=2,
+    )  # fmt: skip
+    run_main(train_acoustic, [*args, "--max-steps", "3"], monkeypatch)
+    state = torch.load(run / "ckpt.pt", weights_only=False)
+    disc_before = {k: v.clone() for k, v in state["disc"].items()}
+    run_main(train_acoustic, [*args, "--max-steps", "4", "--resume"], monkeypatch)
+    state = torch.load(run / "ckpt.pt", weights_only=False)
+    assert state["step"] == 4
+    assert any(not torch.equal(disc_before[k], v) for k, v in state["disc"].items())  # resumed and stepped
+    recs = [json.loads(ln) for ln in (run / "log.jsonl").read_text().splitlines() if '"final"' not in ln]
+    steps = {r["step"]: r for r in recs}
+    assert "d_loss" in steps[1] and "adv" not in steps[1]  # discriminator alone during d_warmup
+    assert {"d_loss", "adv", "fm", "l1", "ce"} <= set(steps[3]) and {"adv", "fm"} <= set(steps[4])
