@@ -23,7 +23,11 @@ train on TRAIN_FEAT's rows for the same steps with the same seed (Adam, L1):
   averages away. An L1 on differences is won by their median, so this head moves less than `plain`;
 - `movement`: as `plain`, its loss plus `DELTA_WEIGHT` x the gap, per mel bin, between the batch's mean
   |frame-to-frame difference| inside the step, predicted and the teacher's (a match of the movement's
-  amount, not of each difference).
+  amount, not of each difference);
+- `adv`: as `plain`, trained on windows of consecutive steps of one utterance (`ADV_WINDOW` frames) with
+  `training.train_acoustic.MelGan` beside the L1: the adversarial loss (LSGAN + feature matching scaled to
+  the L1) of `train_acoustic.py --adv-weight`, on the head alone, `ADV_D_WARMUP` discriminator-only steps
+  first, weights `--adv-weights`. Judged against `plain` at the same epochs (as many steps, as many rows a step).
 Judged on EVAL_FEAT (held out), with the model's head untrained (`as is`) for reference: mean |log-mel -
 teacher's| over all frames, by place in the step, and by place split into frames that voice the step's
 own phoneme and frames past a phoneme change inside the step (`benchmarks.mel_step_position`).
@@ -101,8 +105,11 @@ def collect(model: UtteraTTS, feat_dir: Path, voice_token: int | None, batch: in
     )
 
 
-VARIANTS = ("plain", "next", "shift", "late", "delta", "movement")
+VARIANTS = ("plain", "next", "shift", "late", "delta", "movement", "adv")
 DELTA_WEIGHT = 1.0
+ADV_WINDOW = 64  # frames, as train_acoustic.py --adv-window
+ADV_D_WARMUP = 50
+ADV_WEIGHTS = (1.0, 1.0)  # LSGAN, feature matching (x L1 / FM): train_acoustic.py's defaults; --adv-weights
 
 
 def inputs(rows: Rows, variant: str) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -114,6 +121,7 @@ def inputs(rows: Rows, variant: str) -> tuple[torch.Tensor, torch.Tensor | None]
         "late": (rows.next_hidden, None),
         "delta": (rows.hidden, None),
         "movement": (rows.hidden, None),
+        "adv": (rows.hidden, None),
     }[variant]
 
 
@@ -137,6 +145,8 @@ def train(
     torch.manual_seed(seed)
     opt = torch.optim.Adam(head.parameters(), lr=lr)
     n = rows.hidden.shape[0]
+    if variant == "adv":
+        return train_adv(head, opt, rows, epochs, seed, batch)
     state, beside = inputs(rows, variant)
     losses = []
     for _ in range(epochs):
@@ -157,6 +167,44 @@ def train(
             opt.step()
             total += l1.item() * len(idx)
         losses.append(total / n)
+    return losses
+
+
+def train_adv(head: MelHead, opt: torch.optim.Optimizer, rows: Rows, epochs: int, seed: int, batch: int) -> list[float]:
+    """The `adv` head: each step `batch // k` windows of k = ADV_WINDOW / r consecutive rows of one utterance
+    (about `batch` rows, as many steps an epoch as the other variants), L1 + MelGan."""
+    import random
+
+    from training.discriminators import MelDiscriminator
+    from training.train_acoustic import MelGan
+
+    r = rows.target.shape[1]
+    k = max(1, ADV_WINDOW // r)
+    starts = np.concatenate([[0], np.cumsum(rows.counts)[:-1]])
+    usable = [(int(s), c) for s, c in zip(starts, rows.counts, strict=True) if c >= k]
+    disc = MelDiscriminator()
+    opt_d = torch.optim.Adam(disc.parameters(), lr=2e-4, betas=(0.5, 0.9))
+    gan = MelGan(disc, opt_d, k * r, *ADV_WEIGHTS, ADV_D_WARMUP, seed)
+    rng = random.Random(seed)
+    n_windows = max(1, batch // k)
+    losses, step = [], 0
+    for _ in range(epochs):
+        total = 0.0
+        for _ in range(max(1, rows.hidden.shape[0] // batch)):
+            picks = [usable[rng.randrange(len(usable))] for _ in range(n_windows)]
+            first = torch.tensor([s + rng.randrange(c - k + 1) for s, c in picks])
+            idx = first.unsqueeze(1) + torch.arange(k)  # (windows, k) rows
+            pred, target = head(rows.hidden[idx]), rows.target[idx]
+            l1 = (pred - target).abs().mean()
+            metrics: dict = {}
+            window = {"mel": target, "mel_mask": torch.ones(idx.shape, dtype=torch.bool)}
+            loss = l1 + gan(pred, window, l1, step, metrics)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+            total += l1.item()
+        losses.append(total / max(1, rows.hidden.shape[0] // batch))
     return losses
 
 
@@ -242,6 +290,8 @@ def listen(
     return {
         "indices": indices,
         "means": {name: {j: float(np.mean([by[name][i][j] for i in indices])) for j in JUDGES} for name in names},
+        # per clip, so heads of separate runs (same seed: the same sentences and `as is`) can be paired too
+        "scores": {name: {str(i): {j: by[name][i][j] for j in JUDGES} for i in indices} for name in names},
         "paired": {f"{b} - {a}": paired(by, b, a) for k, a in enumerate(names) for b in names[k + 1 :]},
     }
 
@@ -256,12 +306,18 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"heads to train, of {','.join(VARIANTS)}")
+    parser.add_argument(
+        "--adv-weights", default="1,1", help="the adv head's LSGAN and feature-matching weights (ADV_WEIGHTS)"
+    )
     parser.add_argument("--listen", type=int, default=0, help="judge the heads on N held-out sentences spoken freely")
     parser.add_argument("--judges-python", default=None, help="with --listen: the judges' interpreter")
     parser.add_argument("--out", type=Path, default=Path("mel_head_probe.json"))
     a = parser.parse_args()
     if a.listen and not a.judges_python:
         parser.error("--listen needs --judges-python")
+    global ADV_WEIGHTS
+    adv, fm = (float(x) for x in a.adv_weights.split(","))
+    ADV_WEIGHTS = (adv, fm)
     torch.manual_seed(a.seed)
     model = load_model(str(a.model_dir), "cpu")
     r = model.config.frames_per_step

@@ -334,6 +334,46 @@ def test_mel_head_probe_movement_loss_restores_the_targets_movement():
     assert abs(moved["movement"] - teacher) < 0.15 * teacher
 
 
+def test_mel_head_probe_adv_head_judges_windows_of_one_utterance(monkeypatch):
+    """The `adv` head's discriminator sees windows of ADV_WINDOW / r consecutive rows of one utterance (never
+    across two, never from one too short), and the head is trained by L1 plus what MelGan returns."""
+    import torch
+
+    from benchmarks import mel_head_probe
+    from benchmarks.mel_head_probe import Rows, new_head, train
+    from training.model import AcousticConfig, UtteraTTS
+    from training.train_acoustic import MelGan
+
+    torch.manual_seed(0)
+    c = AcousticConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                       head_dim=16, intermediate_size=64, max_phonemes=64, n_mels=8, frames_per_step=4)  # fmt: skip
+    counts = [20, 3, 18]
+    n = sum(counts)
+    target = torch.zeros(n, 4, 8)
+    target[:, :, 0] = torch.cat([torch.full((k,), float(u)) for u, k in enumerate(counts)]).unsqueeze(1)
+    target[:, :, 1] = torch.arange(n, dtype=torch.float32).unsqueeze(1)  # the row's index
+    rows = Rows(torch.randn(n, 32), torch.zeros(n, 32), torch.zeros(n, 32), target, counts, [], [])
+    seen = []
+    real_call = MelGan.__call__
+
+    def spy(self, pred, batch, l1, step, metrics):
+        seen.append(batch["mel"].clone())
+        assert pred.shape == batch["mel"].shape == (len(batch["mel"]), 8, 4, 8)  # 8 rows = 32 frames
+        return real_call(self, pred, batch, l1, step, metrics)
+
+    monkeypatch.setattr(MelGan, "__call__", spy)
+    monkeypatch.setattr(mel_head_probe, "ADV_WINDOW", 32)
+    head = new_head(UtteraTTS(c), False)
+    start = head.fc2.weight.detach().clone()
+    train(head, rows, "adv", epochs=3, seed=0, lr=3e-3, batch=16)
+    assert seen and not torch.equal(head.fc2.weight, start)
+    for windows in seen:
+        for w in windows:
+            utterance, index = w[:, 0, 0], w[:, 0, 1]
+            assert torch.equal(utterance, utterance[0].expand(8)) and utterance[0] != 1  # one, never the short one
+            assert torch.equal(index, index[0] + torch.arange(8.0))  # consecutive rows
+
+
 def test_envs_cache_times_the_stats_update_both_ways(monkeypatch):
     """The update the benchmark times reads vLLM's environment on every row: live, a change is seen at once;
     cached, the value of when the cache was made stays."""
