@@ -40,6 +40,7 @@ JSON with the command.
 import argparse
 import dataclasses
 import json
+import random
 from pathlib import Path
 
 import numpy as np
@@ -109,7 +110,7 @@ VARIANTS = ("plain", "next", "shift", "late", "delta", "movement", "adv")
 DELTA_WEIGHT = 1.0
 ADV_WINDOW = 64  # frames, as train_acoustic.py --adv-window
 ADV_D_WARMUP = 50
-ADV_WEIGHTS = (1.0, 1.0)  # LSGAN, feature matching (x L1 / FM): train_acoustic.py's defaults; --adv-weights
+ADV_WEIGHTS = (1.0, 1.0)  # LSGAN, feature matching (x L1 / FM): train_acoustic.py's defaults (--adv-weights)
 
 
 def inputs(rows: Rows, variant: str) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -140,13 +141,21 @@ def predict(head: MelHead, rows: Rows, variant: str) -> torch.Tensor:
 
 
 def train(
-    head: MelHead, rows: Rows, variant: str, epochs: int, seed: int, lr: float = 3e-4, batch: int = 512
+    head: MelHead,
+    rows: Rows,
+    variant: str,
+    epochs: int,
+    seed: int,
+    lr: float = 3e-4,
+    batch: int = 512,
+    adv_weights: tuple[float, float] = ADV_WEIGHTS,
 ) -> list[float]:
+    """`adv_weights`: the `adv` head's (LSGAN, feature matching) weights."""
     torch.manual_seed(seed)
     opt = torch.optim.Adam(head.parameters(), lr=lr)
     n = rows.hidden.shape[0]
     if variant == "adv":
-        return train_adv(head, opt, rows, epochs, seed, batch)
+        return train_adv(head, opt, rows, epochs, seed, batch, adv_weights)
     state, beside = inputs(rows, variant)
     losses = []
     for _ in range(epochs):
@@ -170,11 +179,17 @@ def train(
     return losses
 
 
-def train_adv(head: MelHead, opt: torch.optim.Optimizer, rows: Rows, epochs: int, seed: int, batch: int) -> list[float]:
+def train_adv(
+    head: MelHead,
+    opt: torch.optim.Optimizer,
+    rows: Rows,
+    epochs: int,
+    seed: int,
+    batch: int,
+    weights: tuple[float, float],
+) -> list[float]:
     """The `adv` head: each step `batch // k` windows of k = ADV_WINDOW / r consecutive rows of one utterance
-    (about `batch` rows, as many steps an epoch as the other variants), L1 + MelGan."""
-    import random
-
+    (about `batch` rows, as many steps an epoch as the other variants), L1 + MelGan with `weights`."""
     from training.discriminators import MelDiscriminator
     from training.train_acoustic import MelGan
 
@@ -184,27 +199,26 @@ def train_adv(head: MelHead, opt: torch.optim.Optimizer, rows: Rows, epochs: int
     usable = [(int(s), c) for s, c in zip(starts, rows.counts, strict=True) if c >= k]
     disc = MelDiscriminator()
     opt_d = torch.optim.Adam(disc.parameters(), lr=2e-4, betas=(0.5, 0.9))
-    gan = MelGan(disc, opt_d, k * r, *ADV_WEIGHTS, ADV_D_WARMUP, seed)
+    gan = MelGan(disc, opt_d, k * r, *weights, ADV_D_WARMUP, seed)
     rng = random.Random(seed)
     n_windows = max(1, batch // k)
+    steps_per_epoch = max(1, rows.hidden.shape[0] // batch)
     losses, step = [], 0
     for _ in range(epochs):
         total = 0.0
-        for _ in range(max(1, rows.hidden.shape[0] // batch)):
+        for _ in range(steps_per_epoch):
             picks = [usable[rng.randrange(len(usable))] for _ in range(n_windows)]
             first = torch.tensor([s + rng.randrange(c - k + 1) for s, c in picks])
             idx = first.unsqueeze(1) + torch.arange(k)  # (windows, k) rows
             pred, target = head(rows.hidden[idx]), rows.target[idx]
             l1 = (pred - target).abs().mean()
-            metrics: dict = {}
-            window = {"mel": target, "mel_mask": torch.ones(idx.shape, dtype=torch.bool)}
-            loss = l1 + gan(pred, window, l1, step, metrics)
+            loss = l1 + gan(pred.flatten(1, 2), target.flatten(1, 2), l1, step, {})
             opt.zero_grad()
             loss.backward()
             opt.step()
             step += 1
             total += l1.item()
-        losses.append(total / max(1, rows.hidden.shape[0] // batch))
+        losses.append(total / steps_per_epoch)
     return losses
 
 
@@ -306,18 +320,14 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"heads to train, of {','.join(VARIANTS)}")
-    parser.add_argument(
-        "--adv-weights", default="1,1", help="the adv head's LSGAN and feature-matching weights (ADV_WEIGHTS)"
-    )
+    parser.add_argument("--adv-weights", default="1,1", help="the adv head's LSGAN and feature-matching weights")
     parser.add_argument("--listen", type=int, default=0, help="judge the heads on N held-out sentences spoken freely")
     parser.add_argument("--judges-python", default=None, help="with --listen: the judges' interpreter")
     parser.add_argument("--out", type=Path, default=Path("mel_head_probe.json"))
     a = parser.parse_args()
     if a.listen and not a.judges_python:
         parser.error("--listen needs --judges-python")
-    global ADV_WEIGHTS
     adv, fm = (float(x) for x in a.adv_weights.split(","))
-    ADV_WEIGHTS = (adv, fm)
     torch.manual_seed(a.seed)
     model = load_model(str(a.model_dir), "cpu")
     r = model.config.frames_per_step
@@ -331,7 +341,7 @@ def main() -> None:
     print(f"teacher's movement in a step (mean |frame-to-frame difference|): {teacher_movement:.3f}")
     for variant in a.variants.split(","):
         head = new_head(model, inputs(train_rows, variant)[1] is not None)
-        losses = train(head, train_rows, variant, a.epochs, a.seed, a.lr)
+        losses = train(head, train_rows, variant, a.epochs, a.seed, a.lr, adv_weights=(adv, fm))
         results[variant] = {"train_l1": losses, **judge(predict(head, eval_rows, variant), eval_rows, r)}
         heads[variant] = (head, variant)
     for name, res in results.items():

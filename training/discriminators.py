@@ -19,6 +19,18 @@ _SLOPE = 0.1
 Output = tuple[list[Tensor], list[list[Tensor]]]
 
 
+def _conv_stack(convs: nn.ModuleList, post: nn.Module, x: Tensor) -> tuple[Tensor, list[Tensor]]:
+    """Every discriminator's body: convs with leaky ReLU, then `post`; -> (flattened logits, each layer's
+    output as a feature map)."""
+    fmaps = []
+    for conv in convs:
+        x = nn.functional.leaky_relu(conv(x), _SLOPE)
+        fmaps.append(x)
+    x = post(x)
+    fmaps.append(x)
+    return x.flatten(1), fmaps
+
+
 class PeriodDiscriminator(nn.Module):
     """Folds the waveform into `(samples / period, period)` and runs 2-D convs along time."""
 
@@ -37,13 +49,7 @@ class PeriodDiscriminator(nn.Module):
         if t % self.period:
             wav = nn.functional.pad(wav.unsqueeze(1), (0, self.period - t % self.period), mode="reflect").squeeze(1)
         x = wav.view(b, 1, -1, self.period)
-        fmaps = []
-        for conv in self.convs:
-            x = nn.functional.leaky_relu(conv(x), _SLOPE)
-            fmaps.append(x)
-        x = self.post(x)
-        fmaps.append(x)
-        return x.flatten(1), fmaps
+        return _conv_stack(self.convs, self.post, x)
 
 
 class MultiPeriodDiscriminator(nn.Module):
@@ -87,13 +93,7 @@ class ResolutionDiscriminator(nn.Module):
             return_complex=True,
         )
         x = spec.abs().transpose(1, 2).unsqueeze(1)
-        fmaps = []
-        for conv in self.convs:
-            x = nn.functional.leaky_relu(conv(x), _SLOPE)
-            fmaps.append(x)
-        x = self.post(x)
-        fmaps.append(x)
-        return x.flatten(1), fmaps
+        return _conv_stack(self.convs, self.post, x)
 
 
 class MultiResolutionDiscriminator(nn.Module):
@@ -129,11 +129,5 @@ class MelDiscriminator(nn.Module):
         self.post = weight_norm(nn.Conv2d(chans[-1], 1, (3, 3), padding=(1, 1)))
 
     def forward(self, mel: Tensor) -> Output:
-        x = mel.unsqueeze(1)
-        fmaps = []
-        for conv in self.convs:
-            x = nn.functional.leaky_relu(conv(x), _SLOPE)
-            fmaps.append(x)
-        x = self.post(x)
-        fmaps.append(x)
-        return [x.flatten(1)], [fmaps]
+        logits, fmaps = _conv_stack(self.convs, self.post, mel.unsqueeze(1))
+        return [logits], [fmaps]

@@ -110,8 +110,8 @@ def mel_windows(
 class MelGan:
     """The acoustic model's adversarial loss on its mel (GANSpeech, Yang et al. 2021, on our chunked mel).
 
-    Each training step: one window per row of the teacher-forced mel and of its target; the discriminator takes
-    one LSGAN step on them (the prediction detached), then, after `d_warmup` discriminator-only steps, the model
+    Each training step: one window per row of the teacher-forced mel and of its target (`windows`); the
+    discriminator takes one LSGAN step on them (the prediction detached), then, after `d_warmup` discriminator-only steps, the model
     gets `adv_weight` x LSGAN + `fm_weight` x feature matching, the latter scaled to the mel L1's size (its
     adaptive weight: L1 / FM, detached)."""
 
@@ -129,21 +129,22 @@ class MelGan:
         self.adv_weight, self.fm_weight, self.d_warmup = adv_weight, fm_weight, d_warmup
         self.rng = random.Random(seed)
 
+    def windows(self, pred: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """`mel_windows` of `pred` (B, S, r, n_mels) and the batch's target, `window` frames each."""
+        return mel_windows(pred, batch["mel"], batch["mel_mask"], self.window, self.rng)
+
     def __call__(
-        self, pred: torch.Tensor, batch: dict[str, torch.Tensor], l1: torch.Tensor, step: int, metrics: dict
+        self, fake: torch.Tensor, real: torch.Tensor, l1: torch.Tensor, step: int, metrics: dict
     ) -> torch.Tensor:
-        """The model's adversarial terms for `pred` (B, S, r, n_mels), after the discriminator's step."""
-        pair = mel_windows(pred, batch["mel"], batch["mel_mask"], self.window, self.rng)
-        if pair is None:
-            return pred.new_zeros(())
-        fake, real = pair
+        """The model's adversarial terms for its mel windows `fake` against the target's `real` (N, frames,
+        n_mels), after the discriminator's step on them."""
         d_loss = discriminator_loss(self.disc(real)[0], self.disc(fake.detach())[0], "lsgan")
         self.opt.zero_grad(set_to_none=True)
         d_loss.backward()
         self.opt.step()
         metrics["d_loss"] = d_loss.item()
         if step < self.d_warmup:
-            return pred.new_zeros(())
+            return fake.new_zeros(())
         logits, fake_maps = self.disc(fake)
         real_maps = self.disc(real)[1]
         adv = generator_loss(logits, "lsgan")
@@ -181,8 +182,8 @@ def acoustic_loss(
         l1 = (pred[mask] - batch["mel"][mask].float()).abs().mean()
     loss = ce + mel_weight * l1
     metrics = {"ce": ce.item(), "l1": l1.item(), "acc": acc.item()}
-    if gan is not None:
-        loss = loss + gan(pred, batch, l1, step, metrics)
+    if gan is not None and (pair := gan.windows(pred, batch)) is not None:
+        loss = loss + gan(*pair, l1, step, metrics)
     return loss, {"loss": loss.item(), **metrics}
 
 

@@ -356,10 +356,10 @@ def test_mel_head_probe_adv_head_judges_windows_of_one_utterance(monkeypatch):
     seen = []
     real_call = MelGan.__call__
 
-    def spy(self, pred, batch, l1, step, metrics):
-        seen.append(batch["mel"].clone())
-        assert pred.shape == batch["mel"].shape == (len(batch["mel"]), 8, 4, 8)  # 8 rows = 32 frames
-        return real_call(self, pred, batch, l1, step, metrics)
+    def spy(self, fake, real, l1, step, metrics):
+        seen.append(real.clone())
+        assert fake.shape == real.shape == (len(real), 32, 8)  # 8 rows = 32 frames
+        return real_call(self, fake, real, l1, step, metrics)
 
     monkeypatch.setattr(MelGan, "__call__", spy)
     monkeypatch.setattr(mel_head_probe, "ADV_WINDOW", 32)
@@ -369,9 +369,9 @@ def test_mel_head_probe_adv_head_judges_windows_of_one_utterance(monkeypatch):
     assert seen and not torch.equal(head.fc2.weight, start)
     for windows in seen:
         for w in windows:
-            utterance, index = w[:, 0, 0], w[:, 0, 1]
-            assert torch.equal(utterance, utterance[0].expand(8)) and utterance[0] != 1  # one, never the short one
-            assert torch.equal(index, index[0] + torch.arange(8.0))  # consecutive rows
+            utterance, index = w[:, 0], w[:, 1]  # per frame
+            assert torch.equal(utterance, utterance[0].expand(32)) and utterance[0] != 1  # one, never the short one
+            assert torch.equal(index, index[0] + torch.arange(8.0).repeat_interleave(4))  # consecutive rows
 
 
 def test_envs_cache_times_the_stats_update_both_ways(monkeypatch):

@@ -20,6 +20,14 @@ def argv(*positional, **flags) -> list[str]:
     return out
 
 
+def tiny_acoustic_argv(feat, run, **flags) -> list[str]:
+    """The acoustic trainer's command line for a tiny model on CPU, one log line a step, plus `flags`."""
+    return argv(
+        feat, run, device="cpu", workers=0, log_every=1, max_tokens=400, hidden_size=32, num_attention_heads=2,
+        head_dim=16, intermediate_size=64, num_hidden_layers=2, warmup=2, **flags,
+    )  # fmt: skip
+
+
 def log_steps(run_dir):
     return [json.loads(ln)["step"] for ln in (run_dir / "log.jsonl").read_text().splitlines()]
 
@@ -29,10 +37,7 @@ def test_acoustic_trainer_steps_and_resumes(synthetic_data, tmp_path, monkeypatc
 
     _, feat = synthetic_data
     run = tmp_path / "ac"
-    args = argv(
-        feat, run, device="cpu", workers=0, log_every=1, val_every=2, max_tokens=400, hidden_size=32,
-        num_attention_heads=2, head_dim=16, intermediate_size=64, num_hidden_layers=2, warmup=2,
-    )  # fmt: skip
+    args = tiny_acoustic_argv(feat, run, val_every=2)
     run_main(train_acoustic, [*args, "--max-steps", "3"], monkeypatch)
     state = torch.load(run / "ckpt.pt", weights_only=False)
     assert state["step"] == 3
@@ -126,11 +131,7 @@ def test_acoustic_trainer_with_mel_gan_steps_and_resumes(synthetic_data, tmp_pat
 
     _, feat = synthetic_data
     run = tmp_path / "gan"
-    args = argv(
-        feat, run, device="cpu", workers=0, log_every=1, val_every=100, max_tokens=400, hidden_size=32,
-        num_attention_heads=2, head_dim=16, intermediate_size=64, num_hidden_layers=2, warmup=2,
-        adv_weight=1, adv_window=8, d_warmup=2,
-    )  # fmt: skip
+    args = tiny_acoustic_argv(feat, run, val_every=100, adv_weight=1, adv_window=8, d_warmup=2)
     run_main(train_acoustic, [*args, "--max-steps", "3"], monkeypatch)
     state = torch.load(run / "ckpt.pt", weights_only=False)
     disc_before = {k: v.clone() for k, v in state["disc"].items()}
