@@ -2,6 +2,7 @@
 same on a terminal's Ctrl-C (SIGINT to the whole process group); the engine's processes stop with a server
 that was killed."""
 
+import asyncio
 import os
 import signal
 import time
@@ -72,6 +73,21 @@ async def test_sigterm_lets_streams_finish_then_cancels_the_rest(model_dir, tmp_
     assert not socket_files(server_tmp) and not list(server_tmp.glob("uttera-ipc-*")), list(server_tmp.rglob("*"))
 
 
+async def stops_accepting(url: str, within_s: float) -> bool:
+    """Whether connections to `url` are refused within `within_s` (answers until then are allowed)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        async with httpx.AsyncClient(base_url=url, timeout=within_s) as http:  # a new connection each time
+            try:
+                await http.get("/health")
+            except httpx.ConnectError:
+                return True
+            except (httpx.RemoteProtocolError, httpx.ReadError):
+                pass  # accepted just before the listener closed, then closed with the rest
+        await asyncio.sleep(0.05)
+    return False
+
+
 def socket_files(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_socket()]
 
@@ -89,9 +105,9 @@ async def test_ctrl_c_lets_a_stream_finish_and_exits_cleanly(model_dir, tmp_path
                 os.killpg(server.proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: every process of the group
                 async for part in parts:  # the stream completes (httpx raises on a cut one)
                     audio += part
-        async with httpx.AsyncClient(base_url=server.url, timeout=timeout(60)) as http:
-            with pytest.raises(httpx.ConnectError):  # not accepting any more
-                await http.get("/health")
+        # the stream may end before the server has acted on the signal (uvicorn polls its exit flag every
+        # 0.1 s): what counts is that it stops accepting soon after, not within the client's next call
+        assert await stops_accepting(server.url, within_s=timeout(10))
         assert server.proc.wait(timeout(60)) == 0
     finally:
         server.stop()
