@@ -5,7 +5,7 @@
         [--voices joe,heart] [--limit 40] [--seed 0] [--model [NAME=]voices/default ...] [--mel served|teacher] \\
         [--pair NAME,REFERENCE ...] [--out benchmarks/results/X.json]
 
-A vocoder is `NAME=SOURCE[:dc=K][:nyquist=K][:gain_db=G][:sharpen=K]`: SOURCE is a directory with `config.json` +
+A vocoder is `NAME=SOURCE[:dc=K][:nyquist=K][:gain_db=G][:highpass=HZ][:sharpen=K]`: SOURCE is a directory with `config.json` +
 `model.safetensors` (the voice's streaming vocoder, `vocoder.model.Vocoder`, or a HiFi-GAN saved by
 `HifiGan.save`, told apart by the config's keys) or the name of a packaged HiFi-GAN (`hifigan-universal`);
 `:dc=K` / `:nyquist=K` multiply the streaming vocoder's DC / Nyquist bin by K in every frame (0 is
@@ -13,7 +13,8 @@ A vocoder is `NAME=SOURCE[:dc=K][:nyquist=K][:gain_db=G][:sharpen=K]`: SOURCE is
 output by G dB, `:sharpen=K` adds K times the mel's temporal high-pass (itself minus its [1/4, 1/2, 1/4]
 smoothing along time) on speech frames (mean log-mel > -8) before the vocoder (an offline test of the
 frame-to-frame detail the acoustic model loses, RESULTS.md "Is the acoustic model's mel over-smoothed?"),
-`:seam=A:step=R` pulls each decode step's first frames toward the previous step's last (`Seamed`: the
+`:highpass=HZ` runs the output through a causal 2nd-order Butterworth high-pass (the sub-audible wander the
+DC bin carries, without touching the bin), `:seam=A:step=R` pulls each decode step's first frames toward the previous step's last (`Seamed`: the
 model's mel moves less than its teacher's inside a step and more across steps). The edge bins' section of benchmarks/RESULTS.md is `--vocoder none=voices/default/vocoder:nyquist=1
 --vocoder nyquist=voices/default/vocoder --vocoder dc+nyquist=voices/default/vocoder:dc=0`. The first one is the reference
 of the paired differences; `--pair NAME,REFERENCE` adds others.
@@ -111,6 +112,37 @@ class Seamed:
         return self.net(self.correct(mel))
 
 
+class HighPassed:
+    """A vocoder's output through a causal 2nd-order Butterworth high-pass at `hz` (`:highpass=HZ`; RBJ's
+    biquad, as a stream would run it with its state carried from chunk to chunk)."""
+
+    def __init__(self, net, hz: float):
+        import math
+
+        self.net, self.config = net, net.config
+        w = 2 * math.pi * hz / net.config.sample_rate
+        alpha = math.sin(w) / math.sqrt(2)  # Q = 1/sqrt(2)
+        a0 = 1 + alpha
+        self.b = ((1 + math.cos(w)) / 2 / a0, -(1 + math.cos(w)) / a0, (1 + math.cos(w)) / 2 / a0)
+        self.a = (-2 * math.cos(w) / a0, (1 - alpha) / a0)
+
+    def __call__(self, mel):
+        import torch
+
+        x = self.net(mel)
+        rows = []
+        (b0, b1, b2), (a1, a2) = self.b, self.a
+        for row in x.reshape(-1, x.shape[-1]).double().tolist():
+            x1 = x2 = y1 = y2 = 0.0
+            out = []
+            for v in row:
+                y = b0 * v + b1 * x1 + b2 * x2 - a1 * y1 - a2 * y2
+                x2, x1, y2, y1 = x1, v, y1, y
+                out.append(y)
+            rows.append(out)
+        return torch.tensor(rows, dtype=x.dtype).reshape(x.shape)
+
+
 class Scaled:
     """A vocoder's output times a fixed gain (`:gain_db=G`), keeping its `config`."""
 
@@ -130,9 +162,10 @@ def load_vocoder(spec: str):
     opts = {}
     for o in options:
         key, _, value = o.partition("=")
-        if key not in ("dc", "nyquist", "gain_db", "sharpen", "seam", "step") or not value:
+        if key not in ("dc", "nyquist", "gain_db", "sharpen", "seam", "step", "highpass") or not value:
             raise ValueError(
-                f"{spec}: options are :dc=K, :nyquist=K, :gain_db=G, :sharpen=K and :seam=A:step=R, got {o!r}"
+                f"{spec}: options are :dc=K, :nyquist=K, :gain_db=G, :sharpen=K, :highpass=HZ and :seam=A:step=R, "
+                f"got {o!r}"
             )
         opts[key] = float(value)
     if ("seam" in opts) != ("step" in opts):
@@ -158,6 +191,7 @@ def load_vocoder(spec: str):
                 keep[b] = k
         net.head.keep = keep
     out: Any = Scaled(net, opts["gain_db"]) if "gain_db" in opts else net
+    out = HighPassed(out, opts["highpass"]) if "highpass" in opts else out
     out = Sharpened(out, opts["sharpen"]) if "sharpen" in opts else out
     return Seamed(out, opts["seam"], int(opts["step"])) if "seam" in opts else out
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.vocoder_ab import JUDGES, band_shares, load_vocoder, paired
+from benchmarks.vocoder_ab import JUDGES, HighPassed, band_shares, load_vocoder, paired
 from vocoder.config import VocoderConfig
 from vocoder.model import Vocoder
 
@@ -28,6 +28,34 @@ def test_a_hifigan_directory_is_told_apart_by_its_config(tmp_path):
     HifiGan(config).save(tmp_path / "hg")
     assert "upsample_rates" in json.loads((tmp_path / "hg" / "config.json").read_text())
     assert isinstance(load_vocoder(str(tmp_path / "hg")), HifiGan)
+
+
+def test_highpass_is_a_causal_butterworth_at_its_corner(tmp_path):
+    config = VocoderConfig(dim=32, intermediate_dim=64, num_layers=1)
+    Vocoder(config).save(tmp_path / "voc")
+    loaded = load_vocoder(f"{tmp_path / 'voc'}:highpass=40")
+    assert isinstance(loaded, HighPassed) and loaded.config.sample_rate == config.sample_rate
+    assert loaded(torch.full((1, 80, 5), -5.0)).shape == (1, 5 * config.hop_length)
+
+    class Through:  # the filter alone, on tones
+        config = VocoderConfig()
+
+        def __call__(self, x):
+            return x
+
+    hp = HighPassed(Through(), 40.0)
+    sr = hp.config.sample_rate
+    t = np.arange(2 * sr) / sr
+    gain_db = {}
+    for hz in (10, 40, 1000):
+        y = hp(torch.tensor(np.sin(2 * np.pi * hz * t)[None], dtype=torch.float64))[0].numpy()[sr:]
+        gain_db[hz] = 20 * np.log10(np.sqrt(2 * np.mean(y**2)))
+    assert gain_db[40] == pytest.approx(-3.01, abs=0.05)  # Butterworth: -3 dB at the corner
+    assert gain_db[10] == pytest.approx(-24.1, abs=0.3)  # 12 dB per octave below it
+    assert abs(gain_db[1000]) < 0.01
+    impulse = torch.zeros(1, 64, dtype=torch.float64)
+    impulse[0, 32] = 1.0
+    assert not hp(impulse)[0, :32].any()  # causal: nothing before the input
 
 
 def test_paired_differences_are_per_clip_against_the_reference():
