@@ -5,7 +5,7 @@
         [--voices joe,heart] [--limit 40] [--seed 0] [--model [NAME=]voices/default ...] [--mel served|teacher] \\
         [--pair NAME,REFERENCE ...] [--out benchmarks/results/X.json]
 
-A vocoder is `NAME=SOURCE[:dc=K][:nyquist=K][:gain_db=G][:highpass=HZ][:sharpen=K]`: SOURCE is a directory with `config.json` +
+A vocoder is `NAME=SOURCE[:dc=K][:nyquist=K][:gain_db=G][:highpass=HZ][:sharpen=K][:jitter=S]`: SOURCE is a directory with `config.json` +
 `model.safetensors` (the voice's streaming vocoder, `vocoder.model.Vocoder`, or a HiFi-GAN saved by
 `HifiGan.save`, told apart by the config's keys) or the name of a packaged HiFi-GAN (`hifigan-universal`);
 `:dc=K` / `:nyquist=K` multiply the streaming vocoder's DC / Nyquist bin by K in every frame (0 is
@@ -13,6 +13,7 @@ A vocoder is `NAME=SOURCE[:dc=K][:nyquist=K][:gain_db=G][:highpass=HZ][:sharpen=
 output by G dB, `:sharpen=K` adds K times the mel's temporal high-pass (itself minus its [1/4, 1/2, 1/4]
 smoothing along time) on speech frames (mean log-mel > -8) before the vocoder (an offline test of the
 frame-to-frame detail the acoustic model loses, RESULTS.md "Is the acoustic model's mel over-smoothed?"),
+`:jitter=S` adds Gaussian noise of standard deviation S (log units, seeded) to speech frames' mel,
 `:highpass=HZ` runs the output through a causal 2nd-order Butterworth high-pass (the sub-audible wander the
 DC bin carries, without touching the bin), `:seam=A:step=R` pulls each decode step's first frames toward the previous step's last (`Seamed`: the
 model's mel moves less than its teacher's inside a step and more across steps). The edge bins' section of benchmarks/RESULTS.md is `--vocoder none=voices/default/vocoder:nyquist=1
@@ -84,6 +85,21 @@ class Sharpened:
         y = (x + self.k * (x - smooth)).reshape(mel.shape[1], mel.shape[0], -1).transpose(0, 1)
         speech = (mel.mean(1, keepdim=True) > -8.0).to(mel.dtype)
         return self.net(torch.lerp(mel, y, speech))
+
+
+class Jittered:
+    """A vocoder fed the mel plus Gaussian noise of standard deviation `std` on speech frames (`:jitter=S`,
+    seeded per call): whether texture the acoustic model does not make, added blindly, moves the judges."""
+
+    def __init__(self, net, std: float):
+        self.net, self.std, self.config = net, std, net.config
+
+    def __call__(self, mel):
+        import torch
+
+        noise = torch.randn(mel.shape, generator=torch.Generator().manual_seed(0), dtype=mel.dtype)
+        speech = (mel.mean(1, keepdim=True) > -8.0).to(mel.dtype)
+        return self.net(mel + self.std * noise * speech)
 
 
 class Seamed:
@@ -162,10 +178,10 @@ def load_vocoder(spec: str):
     opts = {}
     for o in options:
         key, _, value = o.partition("=")
-        if key not in ("dc", "nyquist", "gain_db", "sharpen", "seam", "step", "highpass") or not value:
+        if key not in ("dc", "nyquist", "gain_db", "sharpen", "jitter", "seam", "step", "highpass") or not value:
             raise ValueError(
-                f"{spec}: options are :dc=K, :nyquist=K, :gain_db=G, :sharpen=K, :highpass=HZ and :seam=A:step=R, "
-                f"got {o!r}"
+                f"{spec}: options are :dc=K, :nyquist=K, :gain_db=G, :sharpen=K, :jitter=S, :highpass=HZ "
+                f"and :seam=A:step=R, got {o!r}"
             )
         opts[key] = float(value)
     if ("seam" in opts) != ("step" in opts):
@@ -193,6 +209,7 @@ def load_vocoder(spec: str):
     out: Any = Scaled(net, opts["gain_db"]) if "gain_db" in opts else net
     out = HighPassed(out, opts["highpass"]) if "highpass" in opts else out
     out = Sharpened(out, opts["sharpen"]) if "sharpen" in opts else out
+    out = Jittered(out, opts["jitter"]) if "jitter" in opts else out
     return Seamed(out, opts["seam"], int(opts["step"])) if "seam" in opts else out
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.vocoder_ab import JUDGES, HighPassed, band_shares, load_vocoder, paired
+from benchmarks.vocoder_ab import JUDGES, HighPassed, Jittered, band_shares, load_vocoder, paired
 from vocoder.config import VocoderConfig
 from vocoder.model import Vocoder
 
@@ -56,6 +56,22 @@ def test_highpass_is_a_causal_butterworth_at_its_corner(tmp_path):
     impulse = torch.zeros(1, 64, dtype=torch.float64)
     impulse[0, 32] = 1.0
     assert not hp(impulse)[0, :32].any()  # causal: nothing before the input
+
+
+def test_jitter_is_seeded_noise_on_speech_frames_only():
+    class Through:
+        config = VocoderConfig()
+
+        def __call__(self, x):
+            return x
+
+    jit = Jittered(Through(), 0.1)
+    mel = torch.full((1, 80, 400), -11.0)
+    mel[..., 100:300] = -4.0  # speech frames (mean log-mel > -8); the rest is silence
+    a, b = jit(mel), jit(mel)
+    assert torch.equal(a, b)  # seeded: every call the same
+    assert torch.equal(a[..., :100], mel[..., :100]) and torch.equal(a[..., 300:], mel[..., 300:])
+    assert (a[..., 100:300] - mel[..., 100:300]).std().item() == pytest.approx(0.1, rel=0.05)
 
 
 def test_paired_differences_are_per_clip_against_the_reference():
