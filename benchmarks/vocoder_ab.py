@@ -5,20 +5,21 @@
         [--voices joe,heart] [--limit 40] [--seed 0] [--model [NAME=]voices/default ...] [--mel served|teacher] \\
         [--pair NAME,REFERENCE ...] [--out benchmarks/results/X.json]
 
-A vocoder is `NAME=SOURCE[:dc=K][:nyquist=K][:gain_db=G][:highpass=HZ][:sharpen=K][:jitter=S]`: SOURCE is a directory with `config.json` +
-`model.safetensors` (the voice's streaming vocoder, `vocoder.model.Vocoder`, or a HiFi-GAN saved by
-`HifiGan.save`, told apart by the config's keys) or the name of a packaged HiFi-GAN (`hifigan-universal`);
-`:dc=K` / `:nyquist=K` multiply the streaming vocoder's DC / Nyquist bin by K in every frame (0 is
-`zero_dc_bin` / `zero_nyquist_bin`, 1 keeps the bin whatever the config says), `:gain_db=G` scales the
-output by G dB, `:sharpen=K` adds K times the mel's temporal high-pass (itself minus its [1/4, 1/2, 1/4]
+A vocoder is `NAME=SOURCE[:dc=K][:nyquist=K][:gain_db=G][:highpass=HZ][:sharpen=K][:jitter=S]`: SOURCE is a
+directory with `config.json` + `model.safetensors` (the voice's streaming vocoder, `vocoder.model.Vocoder`, or
+a HiFi-GAN saved by `HifiGan.save`, told apart by the config's keys) or the name of a packaged HiFi-GAN
+(`hifigan-universal`); `:dc=K` / `:nyquist=K` multiply the streaming vocoder's DC / Nyquist bin by K in every
+frame (0 is `zero_dc_bin` / `zero_nyquist_bin`, 1 keeps the bin whatever the config says), `:gain_db=G` scales
+the output by G dB, `:sharpen=K` adds K times the mel's temporal high-pass (itself minus its [1/4, 1/2, 1/4]
 smoothing along time) on speech frames (mean log-mel > -8) before the vocoder (an offline test of the
 frame-to-frame detail the acoustic model loses, RESULTS.md "Is the acoustic model's mel over-smoothed?"),
 `:jitter=S` adds Gaussian noise of standard deviation S (log units, seeded) to speech frames' mel,
-`:highpass=HZ` runs the output through a causal 2nd-order Butterworth high-pass (the sub-audible wander the
-DC bin carries, without touching the bin), `:seam=A:step=R` pulls each decode step's first frames toward the previous step's last (`Seamed`: the
-model's mel moves less than its teacher's inside a step and more across steps). The edge bins' section of benchmarks/RESULTS.md is `--vocoder none=voices/default/vocoder:nyquist=1
---vocoder nyquist=voices/default/vocoder --vocoder dc+nyquist=voices/default/vocoder:dc=0`. The first one is the reference
-of the paired differences; `--pair NAME,REFERENCE` adds others.
+`:highpass=HZ` runs the output through a causal 2nd-order Butterworth high-pass (the sub-audible wander the DC
+bin carries, without touching the bin), `:seam=A:step=R` pulls each decode step's first frames toward the
+previous step's last (`Seamed`: the model's mel moves less than its teacher's inside a step and more across
+steps). The edge bins' section of benchmarks/RESULTS.md is `--vocoder none=voices/default/vocoder:nyquist=1
+--vocoder nyquist=voices/default/vocoder --vocoder dc+nyquist=voices/default/vocoder:dc=0`. The first one is
+the reference of the paired differences; `--pair NAME,REFERENCE` adds others.
 
 Several acoustic models: `--model NAME=DIR` more than once. Every model's mel goes through every vocoder,
 each clip named `MODEL/VOCODER` (`r4/shipped`, `r8/universal`), the first such pair the reference; `--pair`
@@ -50,6 +51,7 @@ import numpy as np
 
 from benchmarks import machine
 from benchmarks.stats import paired_difference
+from benchmarks.mel_variance import SPEECH
 from benchmarks.naturalness_stages import _serve, judge
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,6 +72,11 @@ def band_shares(x: np.ndarray, sr: int) -> dict:
     }
 
 
+def speech_mask(mel):
+    """1 on the speech frames of `mel` (B, 80, T) (mean log-mel above `mel_variance.SPEECH`), else 0; (B, 1, T)."""
+    return (mel.mean(1, keepdim=True) > SPEECH).to(mel.dtype)
+
+
 class Sharpened:
     """A vocoder fed the mel plus `k` times its temporal high-pass on speech frames (`:sharpen=K`)."""
 
@@ -83,8 +90,7 @@ class Sharpened:
         x = mel.transpose(0, 1).reshape(-1, 1, mel.shape[-1])  # (80 * B, 1, T)
         smooth = F.conv1d(F.pad(x, (1, 1), mode="replicate"), x.new_tensor([[[0.25, 0.5, 0.25]]]))
         y = (x + self.k * (x - smooth)).reshape(mel.shape[1], mel.shape[0], -1).transpose(0, 1)
-        speech = (mel.mean(1, keepdim=True) > -8.0).to(mel.dtype)
-        return self.net(torch.lerp(mel, y, speech))
+        return self.net(torch.lerp(mel, y, speech_mask(mel)))
 
 
 class Jittered:
@@ -98,8 +104,7 @@ class Jittered:
         import torch
 
         noise = torch.randn(mel.shape, generator=torch.Generator().manual_seed(0), dtype=mel.dtype)
-        speech = (mel.mean(1, keepdim=True) > -8.0).to(mel.dtype)
-        return self.net(mel + self.std * noise * speech)
+        return self.net(mel + self.std * noise * speech_mask(mel))
 
 
 class Seamed:
@@ -137,10 +142,10 @@ class HighPassed:
 
         self.net, self.config = net, net.config
         w = 2 * math.pi * hz / net.config.sample_rate
-        alpha = math.sin(w) / math.sqrt(2)  # Q = 1/sqrt(2)
+        cos, alpha = math.cos(w), math.sin(w) / math.sqrt(2)  # Q = 1/sqrt(2)
         a0 = 1 + alpha
-        self.b = ((1 + math.cos(w)) / 2 / a0, -(1 + math.cos(w)) / a0, (1 + math.cos(w)) / 2 / a0)
-        self.a = (-2 * math.cos(w) / a0, (1 - alpha) / a0)
+        self.b = ((1 + cos) / 2 / a0, -(1 + cos) / a0, (1 + cos) / 2 / a0)
+        self.a = (-2 * cos / a0, (1 - alpha) / a0)
 
     def __call__(self, mel):
         import torch
